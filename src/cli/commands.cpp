@@ -1,0 +1,24 @@
+#include "cli/commands.h"
+
+#include <vector>
+
+namespace deltafin::cli {
+
+namespace {
+std::vector<Command>& registry() {
+  static std::vector<Command> commands;
+  return commands;
+}
+}  // namespace
+
+void register_commands(CLI::App& app) {
+  registry() = {add_make_model(app), add_inspect(app), add_tokenize(app)};
+}
+
+int run_selected(CLI::App& /*app*/) {
+  for (const Command& c : registry())
+    if (c.app->parsed()) return c.run();
+  return 2;
+}
+
+}  // namespace deltafin::cli

@@ -1,0 +1,24 @@
+// Subcommand registry. Each subcommand lives in its own cmd_<name>.cpp and
+// registers itself here through a CommandSpec.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace deltafin::cli {
+
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+void register_commands(CLI::App& app);
+int run_selected(CLI::App& app);
+
+// One function per subcommand; defined in cmd_<name>.cpp.
+Command add_inspect(CLI::App& app);
+Command add_tokenize(CLI::App& app);
+Command add_make_model(CLI::App& app);
+
+}  // namespace deltafin::cli

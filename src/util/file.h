@@ -1,0 +1,77 @@
+// Plain POSIX file access with errors that name the path, and the one way this
+// project writes files: AtomicFile (temporary name, fsync, rename, fsync dir),
+// so a crash or Ctrl-C never leaves a half-written file under the final name.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace deltafin {
+
+class File {
+public:
+  File() = default;
+  ~File();
+  File(File&& other) noexcept;
+  File& operator=(File&& other) noexcept;
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+
+  static File open_read(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  int fd() const { return fd_; }
+  uint64_t size() const;
+  // Reads exactly n bytes at offset or throws (naming the path and range).
+  void pread_exact(void* dst, size_t n, uint64_t offset) const;
+
+private:
+  int fd_ = -1;
+  std::string path_;
+};
+
+// Read-only memory map of a whole file.
+class MappedFile {
+public:
+  MappedFile() = default;
+  ~MappedFile();
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  static MappedFile map(const std::string& path);
+  const uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+
+private:
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+// Writes to "<path>.tmp-<pid>"; commit() fsyncs, renames onto path and fsyncs
+// the directory. Destroyed without commit(): the temporary file is removed.
+class AtomicFile {
+public:
+  explicit AtomicFile(std::string path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(const void* data, size_t n);
+  uint64_t written() const { return written_; }
+  void commit();
+  const std::string& path() const { return path_; }
+
+private:
+  std::string path_, tmp_;
+  int fd_ = -1;
+  uint64_t written_ = 0;
+};
+
+std::string read_text_file(const std::string& path);
+void write_file_atomic(const std::string& path, const std::string& contents);
+bool file_exists(const std::string& path);
+
+}  // namespace deltafin
