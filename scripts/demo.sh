@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The demo: install, build, generate a tiny K3-architecture checkpoint with
+# RANDOM weights, validate it, and push a chat prompt through the tokenizer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh release
+bin=build/release/deltafin
+model=demo-model
+
+echo
+echo "== 1. generate a tiny checkpoint in the real Hugging Face K3 layout (random weights) =="
+$bin make-model --out "$model" --preset tiny --seed 1 --force
+echo
+echo "== 2. load and validate it (config rules, every tensor's dtype and shape, MXFP4 scales) =="
+$bin inspect --model "$model" --verify-experts
+echo
+echo "== 3. render a chat prompt with the K3 template and tokenize it =="
+$bin tokenize --model "$model" --chat --text "What is the capital of France?"
+echo
+echo "Note: the weights are random, so this model has K3's shape but no knowledge."

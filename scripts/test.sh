@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs, builds (Release, and Debug with ASan+UBSan) and runs the whole test
+# suite under both builds. Exit status is ctest's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+jobs=$(nproc)
+scripts/build.sh release
+scripts/build.sh asan
+echo "== tests: release build =="
+ctest --test-dir build/release --output-on-failure -j "$jobs"
+echo "== tests: ASan + UBSan build =="
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build/asan --output-on-failure -j "$jobs"

@@ -1,1 +1,0 @@
-// part placeholder so the library has a source; removed once the part has code

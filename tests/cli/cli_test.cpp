@@ -1,0 +1,100 @@
+// The deltafin binary end to end: each subcommand on a generated checkpoint,
+// and bad input ending in a named error with exit status 1.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+using namespace deltafin;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string df(const std::string& args) { return test::deltafin_binary() + " " + args; }
+
+// One tiny checkpoint shared by the tests of this file (generation is cheap,
+// but this keeps the binary's runs few).
+const std::string& tiny_model() {
+  static test::TempDir dir;
+  static bool made = false;
+  if (!made) {
+    std::string out;
+    int rc = test::run_command(df("make-model --quiet --preset tiny --seed 5 --out " + dir.path() + "/m"), &out);
+    if (rc != 0) throw std::runtime_error("make-model failed: " + out);
+    made = true;
+  }
+  static std::string path = dir.path() + "/m";
+  return path;
+}
+
+void copy_model(const std::string& from, const std::string& to) {
+  fs::create_directories(to);
+  for (const auto& e : fs::directory_iterator(from)) fs::copy_file(e.path(), fs::path(to) / e.path().filename());
+}
+
+}  // namespace
+
+TEST(Cli, InspectDescribesGeneratedModel) {
+  std::string out;
+  ASSERT_EQ(test::run_command(df("inspect --verify-experts --model " + tiny_model()), &out), 0) << out;
+  EXPECT_NE(out.find("K3-architecture checkpoint"), std::string::npos) << out;
+  EXPECT_NE(out.find("KKKMKKKMKM"), std::string::npos) << out;  // MLA at 1-based 4, 8, 10
+  EXPECT_NE(out.find("record 3264 bytes"), std::string::npos) << out;
+}
+
+TEST(Cli, MakeModelRefusesExistingCheckpoint) {
+  std::string out;
+  EXPECT_EQ(test::run_command(df("make-model --quiet --out " + tiny_model()), &out), 1) << out;
+  EXPECT_NE(out.find("--force"), std::string::npos) << out;
+}
+
+TEST(Cli, BadConfigFieldIsNamed) {
+  test::TempDir tmp;
+  copy_model(tiny_model(), tmp.path());
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(tmp.file("config.json")));
+  j["text_config"]["mla_use_nope"] = false;
+  std::ofstream(tmp.file("config.json")) << j.dump();
+  std::string out;
+  EXPECT_EQ(test::run_command(df("inspect --model " + tmp.path()), &out), 1) << out;
+  EXPECT_NE(out.find("config.json"), std::string::npos) << out;
+  EXPECT_NE(out.find("text_config.mla_use_nope"), std::string::npos) << out;
+}
+
+TEST(Cli, TruncatedShardIsNamed) {
+  test::TempDir tmp;
+  copy_model(tiny_model(), tmp.path());
+  std::string shard = tmp.file("model-00002-of-000003.safetensors");
+  ASSERT_TRUE(fs::exists(shard));
+  fs::resize_file(shard, fs::file_size(shard) - 100);
+  std::string out;
+  EXPECT_EQ(test::run_command(df("inspect --model " + tmp.path()), &out), 1) << out;
+  EXPECT_NE(out.find("model-00002-of-000003.safetensors"), std::string::npos) << out;
+  EXPECT_NE(out.find("outside the data section"), std::string::npos) << out;
+}
+
+TEST(Cli, MissingDirectoryIsNamed) {
+  std::string out;
+  EXPECT_EQ(test::run_command(df("inspect --model /nonexistent/deltafin-model"), &out), 1) << out;
+  EXPECT_NE(out.find("/nonexistent/deltafin-model"), std::string::npos) << out;
+}
+
+TEST(Cli, TokenizeChatKeepsUserSpecialsOrdinary) {
+  std::string out;
+  ASSERT_EQ(test::run_command(df("tokenize --json --chat --model " + tiny_model() +
+                                 " --text 'Hello <|open|> & goodbye'"), &out), 0) << out;
+  std::vector<uint32_t> ids = nlohmann::json::parse(out).get<std::vector<uint32_t>>();
+  // Tiny: 512 ranks, so <|open|> = 515, <|sep|> = 517, <|end_of_msg|> = 514. As in the
+  // spec's G1: four control opens (effort system message, user, assistant, think); the
+  // user's literal "<|open|>" is ordinary BPE.
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 515u), 4);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 514u), 2);  // one per finished message
+  ASSERT_GE(ids.size(), 2u);
+  EXPECT_EQ(ids.back(), 517u);   // ... <|open|>think<|sep|>
+  EXPECT_EQ(ids.front(), 515u);  // no BOS is ever prepended
+  // Effort "medium" is not accepted (§9.2).
+  EXPECT_NE(test::run_command(df("tokenize --chat --reasoning-effort medium --model " + tiny_model() + " --text hi"), &out), 0);
+}
