@@ -16,6 +16,6 @@ echo "== 2. load and validate it (config rules, every tensor's dtype and shape, 
 $bin inspect --model "$model" --verify-experts
 echo
 echo "== 3. render a chat prompt with the K3 template and tokenize it =="
-$bin tokenize --model "$model" --chat --text "What is the capital of France?"
+$bin tokenize --model "$model" --chat --render --text "What is the capital of France?"
 echo
 echo "Note: the weights are random, so this model has K3's shape but no knowledge."
