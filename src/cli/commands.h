@@ -21,5 +21,7 @@ int run_selected(CLI::App& app);
 Command add_inspect(CLI::App& app);
 Command add_tokenize(CLI::App& app);
 Command add_make_model(CLI::App& app);
+Command add_run(CLI::App& app);
+Command add_logits(CLI::App& app);
 
 }  // namespace deltafin::cli

@@ -98,3 +98,47 @@ TEST(Cli, TokenizeChatKeepsUserSpecialsOrdinary) {
   // Effort "medium" is not accepted (§9.2).
   EXPECT_NE(test::run_command(df("tokenize --chat --reasoning-effort medium --model " + tiny_model() + " --text hi"), &out), 0);
 }
+
+TEST(Cli, LogitsWritesNpyOfEveryPosition) {
+  test::TempDir tmp;
+  std::string out;
+  ASSERT_EQ(test::run_command(df("logits --model " + tiny_model() + " --tokens 1,2,3 --out " + tmp.file("l.npy")), &out), 0)
+      << out;
+  std::string bytes;
+  {
+    std::ifstream in(tmp.file("l.npy"), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_GT(bytes.size(), 128u);
+  EXPECT_NE(bytes.find("'shape': (3, 768)"), std::string::npos);
+  const size_t header = 10 + (static_cast<uint8_t>(bytes[8]) | (static_cast<uint8_t>(bytes[9]) << 8));
+  EXPECT_EQ(bytes.size(), header + 3 * 768 * 4);
+  // Bad token lists are named.
+  EXPECT_EQ(test::run_command(df("logits --model " + tiny_model() + " --tokens 1,x --out " + tmp.file("b.npy")), &out), 1);
+  EXPECT_NE(out.find("'x'"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(df("logits --model " + tiny_model() + " --tokens 768 --out " + tmp.file("b.npy")), &out), 1);
+  EXPECT_NE(out.find("outside the vocabulary"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(tmp.file("b.npy")));
+}
+
+TEST(Cli, RunGeneratesAndReportsStats) {
+  std::string out;
+  ASSERT_EQ(test::run_command(df("run --model " + tiny_model() + " --prompt 'The capital of France is' --max-new 8 --stats"), &out), 0)
+      << out;
+  EXPECT_NE(out.find("prefill"), std::string::npos) << out;
+  EXPECT_NE(out.find("generated 8 tokens; stopped: max-new reached"), std::string::npos) << out;
+  EXPECT_NE(out.find("tokens/s"), std::string::npos) << out;
+  // Deterministic: the same command prints the same text.
+  std::string first, second;
+  const std::string cmd = df("run --model " + tiny_model() + " --prompt 'The capital of France is' --max-new 8");
+  ASSERT_EQ(test::run_command(cmd, &first), 0) << first;
+  ASSERT_EQ(test::run_command(cmd, &second), 0) << second;
+  EXPECT_EQ(first, second);
+}
+
+TEST(Cli, RunStopsCleanlyOnCtrlC) {
+  std::string out;
+  int rc = test::run_command("timeout --preserve-status -s INT 2 " + df("run --model " + tiny_model() + " --prompt hi --ignore-eos --max-new 100000000"), &out);
+  EXPECT_EQ(rc, 130) << out;
+  EXPECT_NE(out.find("[interrupted after"), std::string::npos) << out;
+}

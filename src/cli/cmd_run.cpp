@@ -1,0 +1,105 @@
+// deltafin run: generate text from a prompt, streaming it as it is made.
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "engine/generate.h"
+#include "engine/loaded_model.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/stream_decoder.h"
+#include "util/error.h"
+
+namespace deltafin::cli {
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted.store(true); }
+
+struct RunArgs {
+  std::string model, prompt, effort = "max";
+  bool chat = false, no_thinking = false, stats = false, ignore_eos = false;
+  int64_t max_new = 128;
+  int threads = 1;
+};
+
+std::vector<uint32_t> encode_prompt(const Tokenizer& tok, const RunArgs& a) {
+  if (!a.chat) return tok.encode_ordinary(a.prompt);  // raw mode: no BOS, ever (§7.8)
+  ChatOptions o;
+  o.thinking = !a.no_thinking;
+  o.reasoning_effort = a.effort;
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", a.prompt}}});
+  return encode_chat(render_chat(messages, o), [&](std::string_view t, bool control) {
+    return control ? tok.encode_with_specials(t) : tok.encode_ordinary(t);
+  });
+}
+
+void print_stats(const GenerateStats& st, double load_s) {
+  std::fprintf(stderr, "\n-- stats --\n");
+  std::fprintf(stderr, "load %.2f s; prompt %lld tokens; prefill %.1f ms (%.1f tokens/s)\n", load_s,
+               static_cast<long long>(st.prompt_tokens), st.prefill_seconds * 1e3,
+               st.prefill_seconds > 0 ? st.prompt_tokens / st.prefill_seconds : 0.0);
+  double total = 0;
+  std::fprintf(stderr, "per-token ms:");
+  for (double ms : st.token_ms) std::fprintf(stderr, " %.2f", ms), total += ms;
+  std::fprintf(stderr, "\n");
+  if (!st.token_ms.empty())
+    std::fprintf(stderr, "decode %zu tokens in %.1f ms (%.2f tokens/s)\n", st.token_ms.size(), total,
+                 1e3 * st.token_ms.size() / total);
+  std::fprintf(stderr, "generated %lld tokens; stopped: %s\n", static_cast<long long>(st.new_tokens),
+               stop_reason_name(st.reason));
+}
+
+int run(const RunArgs& a) {
+  auto m = load_k3_resident(a.model, a.threads);
+  std::vector<uint32_t> prompt = encode_prompt(*m->tokenizer, a);
+  K3Session session(m->checkpoint.config);
+  GenerateParams p;
+  p.max_new = a.max_new;
+  p.eos = m->tokenizer->eos_id();
+  p.ignore_eos = a.ignore_eos;
+  p.stop = &g_interrupted;
+  g_interrupted.store(false);
+  std::signal(SIGINT, on_sigint);
+
+  StreamDecoder decoder(*m->tokenizer);
+  GenerateStats st = generate(*m->model, session, prompt, p, [&](uint32_t id) {
+    if (id == p.eos && !a.ignore_eos) return;  // the stop token is not text
+    std::string text = decoder.push(id);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  });
+  std::string rest = decoder.flush();
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  std::printf("\n");
+  std::signal(SIGINT, SIG_DFL);
+  if (a.stats) print_stats(st, m->load_seconds);
+  if (st.reason == StopReason::Interrupted) {
+    std::fprintf(stderr, "[interrupted after %lld tokens]\n", static_cast<long long>(st.new_tokens));
+    return 130;
+  }
+  return 0;
+}
+}  // namespace
+
+Command add_run(CLI::App& app) {
+  auto a = std::make_shared<RunArgs>();
+  CLI::App* sub = app.add_subcommand("run", "Generate text (greedy) from a prompt");
+  sub->add_option("--model", a->model, "Hugging Face checkpoint directory (all weights resident)")->required();
+  sub->add_option("--prompt", a->prompt, "The prompt (raw text, or the user message with --chat)")->required();
+  sub->add_flag("--chat", a->chat, "Render the prompt as a user message with the K3 chat template");
+  sub->add_option("--reasoning-effort", a->effort, "Chat: thinking effort")
+      ->check(CLI::IsMember({"low", "high", "max"}))
+      ->capture_default_str();
+  sub->add_flag("--no-thinking", a->no_thinking, "Chat: answer without a thinking block");
+  sub->add_option("--max-new", a->max_new, "Most tokens to generate")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past <|end_of_msg|> (fixed-length benchmarks)");
+  sub->add_flag("--stats", a->stats, "Print per-token times and prefill/decode tokens/s");
+  sub->add_option("--threads", a->threads, "Worker threads")->check(CLI::PositiveNumber)->capture_default_str();
+  return {sub, [a] { return run(*a); }};
+}
+
+}  // namespace deltafin::cli

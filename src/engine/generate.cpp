@@ -1,0 +1,50 @@
+#include "engine/generate.h"
+
+#include <chrono>
+
+#include "util/error.h"
+
+namespace deltafin {
+
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::Eos: return "end of message";
+    case StopReason::MaxNew: return "max-new reached";
+    case StopReason::ContextFull: return "context full";
+    case StopReason::Interrupted: return "interrupted";
+  }
+  return "?";
+}
+
+GenerateStats generate(K3Model& model, K3Session& session, const std::vector<uint32_t>& prompt,
+                       const GenerateParams& p, const std::function<void(uint32_t)>& on_token) {
+  using clock = std::chrono::steady_clock;
+  const K3Config& c = model.config();
+  const int64_t limit = p.context_limit > 0 ? p.context_limit : c.max_position_embeddings;
+  if (prompt.empty()) fail("generate: the prompt has no tokens");
+  if (session.length() + static_cast<int64_t>(prompt.size()) > limit)
+    fail("generate: the prompt (", prompt.size(), " tokens) does not fit the context of ", limit, " tokens");
+  GenerateStats st;
+  st.prompt_tokens = static_cast<int64_t>(prompt.size());
+  if (p.max_new <= 0) return st;
+
+  auto t0 = clock::now();
+  Rows logits = model.forward(session, prompt, false);
+  st.prefill_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  const size_t V = logits.n;
+  for (;;) {
+    uint32_t next = argmax_first(logits.row(0), V);
+    on_token(next);
+    ++st.new_tokens;
+    if (next == p.eos && !p.ignore_eos) return st.reason = StopReason::Eos, st;
+    if (st.new_tokens >= p.max_new) return st.reason = StopReason::MaxNew, st;
+    if (session.length() >= limit) return st.reason = StopReason::ContextFull, st;
+    if (p.stop && p.stop->load()) return st.reason = StopReason::Interrupted, st;
+    auto ts = clock::now();
+    const uint32_t one[1] = {next};
+    logits = model.forward(session, one, false);
+    st.token_ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - ts).count());
+  }
+}
+
+}  // namespace deltafin

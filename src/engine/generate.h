@@ -1,0 +1,37 @@
+// The generation loop: prefill the prompt, then greedy decoding one token at
+// a time until the end-of-message token, the token budget, the context limit
+// or an interrupt. Greedy is the only decoding (k3-model.md §7.8).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "model/kimi_k3/model.h"
+
+namespace deltafin {
+
+struct GenerateParams {
+  int64_t max_new = 256;
+  int64_t context_limit = 0;               // 0 = the config's max_position_embeddings
+  uint32_t eos = 0;                        // <|end_of_msg|>
+  bool ignore_eos = false;                 // benchmarks: keep going past eos for a fixed token count
+  const std::atomic<bool>* stop = nullptr; // set by a signal handler: stop after the current token
+};
+
+enum class StopReason { Eos, MaxNew, ContextFull, Interrupted };
+const char* stop_reason_name(StopReason r);
+
+struct GenerateStats {
+  int64_t prompt_tokens = 0, new_tokens = 0;
+  double prefill_seconds = 0;
+  std::vector<double> token_ms;  // per generated token after the first (decode steps)
+  StopReason reason = StopReason::MaxNew;
+};
+
+// on_token(id) is called for every generated token as soon as it exists.
+GenerateStats generate(K3Model& model, K3Session& session, const std::vector<uint32_t>& prompt,
+                       const GenerateParams& params, const std::function<void(uint32_t)>& on_token);
+
+}  // namespace deltafin

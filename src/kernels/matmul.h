@@ -1,0 +1,27 @@
+// Matrix-vector(s) product over any weight storage type, in the canonical
+// reduction order of k3-model.md §4.4: for each output, 32 lane accumulators
+// (lane = column mod 32), column c ascending does acc[c % 32] = fma(w_c, x_c,
+// acc[c % 32]), then the fixed lane tree. Each output is exactly one such
+// reduction whatever T, the thread count or the ISA path (scalar, AVX2,
+// AVX-512), so all of those give bit-identical results.
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/weights.h"
+#include "util/thread_pool.h"
+
+namespace deltafin {
+
+// Y[t*rows + r] = sum_c W[r,c] * X[t*cols + c] for t in [0, T): X is [T, cols],
+// Y is [T, rows], both fp32 row-major (Y must not overlap X).
+// - BF16 is widened exactly, F32 used as stored, MXFP4 decoded exactly
+//   (e2m1 x 2^(scale-127)); the fma runs on the decoded weight.
+// - Int8Row: the canonical dot of x with the int8 values (as floats), then
+//   multiplied by f32(f16 scale of the row) (k3-model.md §5.2).
+// - MXFP4 needs cols % 32 == 0 (deltafin::Error otherwise); the others take any cols.
+// Work is split by output rows over `pool` (nullptr = the calling thread). For
+// T > 1 each block of weights is decoded once and reused for all T rows.
+void matmul(const WeightView& w, const float* x, size_t T, float* y, ThreadPool* pool = nullptr);
+
+}  // namespace deltafin

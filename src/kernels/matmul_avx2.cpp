@@ -1,0 +1,264 @@
+// AVX2 product (compiled with -mavx2 -mfma -mf16c; entered only when
+// isa_supported(Isa::Avx2)). The 32 canonical lane accumulators of one output
+// are four ymm registers (lanes 0-7, 8-15, 16-23, 24-31), so a column group of
+// 32 is four _mm256_fmadd_ps, each lane exactly the scalar std::fma.
+// See kernel_table.h for what this file may and may not use.
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/kernel_table.h"
+#include "util/numeric.h"  // f16_to_f32 (out of line, baseline code)
+
+namespace deltafin::kernels_detail {
+
+namespace {
+
+inline float finish4(__m128 v) {
+  __m128 pairs = _mm_add_ps(v, _mm_movehdup_ps(v));  // lane 0: v0+v1, lane 2: v2+v3
+  return _mm_cvtss_f32(_mm_add_ss(pairs, _mm_movehl_ps(pairs, pairs)));
+}
+
+// b_i = a_2i + a_2i+1 is the low half plus the high half of ymm i.
+inline __m128 halves(__m256 v) { return _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); }
+
+inline float lane_tree256(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  __m128 c0 = _mm_add_ps(halves(a0), halves(a1));
+  __m128 c1 = _mm_add_ps(halves(a2), halves(a3));
+  return finish4(_mm_add_ps(c0, c1));
+}
+
+struct Group {
+  __m256 v[4];  // columns 0-7, 8-15, 16-23, 24-31
+};
+
+template <WeightType kType>
+constexpr size_t group_bytes() {
+  return kType == WeightType::F32 ? 128 : kType == WeightType::BF16 ? 64 : kType == WeightType::Int8Row ? 32 : 16;
+}
+
+// Decodes the 32 weights at p exactly. For MXFP4, mag is the e2m1 magnitude
+// table (8 entries) already multiplied by the group's scale (exact); each
+// 8-column quarter broadcasts its 4 packed bytes, shifts lane i right by 4i so
+// its nibble sits in bits 0-3, looks the magnitude up by bits 0-2 and moves
+// bit 3 into the sign (code 8 gives -0.0, as the definition says).
+template <WeightType kType>
+inline Group decode(const uint8_t* p, __m256 mag) {
+  Group d;
+  if constexpr (kType == WeightType::F32) {
+    (void)mag;
+    for (int k = 0; k < 4; ++k) d.v[k] = _mm256_loadu_ps(reinterpret_cast<const float*>(p) + 8 * k);
+  } else if constexpr (kType == WeightType::BF16) {
+    (void)mag;
+    for (int k = 0; k < 4; ++k) {
+      __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k)));
+      d.v[k] = _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+    }
+  } else if constexpr (kType == WeightType::Int8Row) {
+    (void)mag;
+    for (int k = 0; k < 4; ++k) {
+      __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * k)));
+      d.v[k] = _mm256_cvtepi32_ps(q);
+    }
+  } else {
+    const __m256i right = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    const __m256i left = _mm256_setr_epi32(28, 24, 20, 16, 12, 8, 4, 0);
+    const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+    for (int k = 0; k < 4; ++k) {
+      int word;
+      memcpy(&word, p + 4 * k, 4);
+      __m256i packed = _mm256_set1_epi32(word);
+      __m256 m = _mm256_permutevar8x32_ps(mag, _mm256_srlv_epi32(packed, right));
+      __m256i s = _mm256_and_si256(_mm256_sllv_epi32(packed, left), sign);
+      d.v[k] = _mm256_xor_ps(m, _mm256_castsi256_ps(s));
+    }
+  }
+  return d;
+}
+
+template <WeightType kType>
+struct RowSource {
+  const uint8_t* data;
+  const uint8_t* scales;
+  size_t groups, tail, row_bytes;
+  __m256 e2m1;  // magnitudes only (codes 0-7)
+
+  explicit RowSource(const WeightView& w)
+      : data(static_cast<const uint8_t*>(w.data)),
+        scales(static_cast<const uint8_t*>(w.scales)),
+        groups(w.cols / 32),
+        tail(w.cols % 32),
+        row_bytes(kType == WeightType::MXFP4 ? w.cols / 2 : w.cols * (group_bytes<kType>() / 32)),
+        e2m1(_mm256_loadu_ps(kE2M1Signed)) {}
+
+  __m256 mag(size_t r, size_t g) const {
+    if constexpr (kType == WeightType::MXFP4) {
+      return _mm256_mul_ps(e2m1, _mm256_set1_ps(kE8M0Scale[scales[r * groups + g]]));
+    } else {
+      (void)r, (void)g;
+      return e2m1;
+    }
+  }
+
+  // Group g of row r; g == groups is the partial last group (never MXFP4),
+  // decoded from a zero-padded copy so padding weights are +0.
+  Group group(size_t r, size_t g) const {
+    const uint8_t* p = data + r * row_bytes + g * group_bytes<kType>();
+    if (g < groups) return decode<kType>(p, mag(r, g));
+    alignas(32) uint8_t buf[group_bytes<kType>()];
+    memset(buf, 0, sizeof buf);
+    memcpy(buf, p, tail * (group_bytes<kType>() / 32));
+    return decode<kType>(buf, mag(r, g));
+  }
+
+  size_t padded_groups() const { return groups + (tail ? 1 : 0); }
+
+  // Software prefetch, once per cache line, for a stream that advances R
+  // rows together (rows r0..r0+R-1, then the next R): the line kPrefetchBytes
+  // of weight traffic ahead, i.e. kPrefetchBytes / R further along row r, or
+  // where that falls past the row's end, the same place in row r + R.
+  // Prefetching past the end of the matrix is harmless.
+  void prefetch(size_t r, size_t g, size_t R) const {
+    size_t o = g * group_bytes<kType>() + kPrefetchBytes / R;
+    if (o >= row_bytes) o += (R - 1) * row_bytes;
+    const char* p = reinterpret_cast<const char*>(data + r * row_bytes + o);
+    if constexpr (group_bytes<kType>() >= 64) {
+      for (size_t b = 0; b < group_bytes<kType>(); b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
+    } else {
+      if (g % (64 / group_bytes<kType>()) == 0) _mm_prefetch(p, _MM_HINT_T0);
+    }
+  }
+};
+
+// The T = 1 path: decode fused into the loop, every weight byte streamed
+// once. R rows advance together so each x load serves R rows (x of 12288
+// fp32 columns no longer fits in L1); R = 2 keeps the 4 * R accumulators, the
+// x registers and the decode temporaries within the 16 ymm registers.
+template <WeightType kType, int R>
+void fused_rows(const RowSource<kType>& src, const WeightView& w, const float* x, float* y, size_t r0) {
+  size_t ng = src.padded_groups();
+  __m256 a[R][4];
+  for (int i = 0; i < R; ++i)
+    for (int k = 0; k < 4; ++k) a[i][k] = _mm256_setzero_ps();
+  for (size_t g = 0; g < ng; ++g) {
+    const float* xg = x + 32 * g;
+#pragma GCC unroll 2
+    for (int i = 0; i < R; ++i) {
+      src.prefetch(r0 + i, g, R);
+      Group d = src.group(r0 + i, g);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) a[i][k] = _mm256_fmadd_ps(d.v[k], _mm256_load_ps(xg + 8 * k), a[i][k]);
+    }
+  }
+  for (int i = 0; i < R; ++i) {
+    float dot = lane_tree256(a[i][0], a[i][1], a[i][2], a[i][3]);
+    if constexpr (kType == WeightType::Int8Row) dot = dot * f16_to_f32(static_cast<const uint16_t*>(w.scales)[r0 + i]);
+    y[r0 + i] = dot;
+  }
+}
+
+template <WeightType kType>
+void rows_single(const WeightView& w, const float* x, float* y, size_t row_begin, size_t row_end) {
+  RowSource<kType> src(w);
+  size_t r = row_begin;
+  for (; r + 2 <= row_end; r += 2) fused_rows<kType, 2>(src, w, x, y, r);
+  for (; r < row_end; ++r) fused_rows<kType, 1>(src, w, x, y, r);
+}
+
+// Two decoded rows x one x row per pass (8 accumulators + 4 x registers fit
+// the 16 ymm registers): each x load feeds both rows.
+void tile_2x1(const float* dec0, const float* dec1, const float* x, size_t n, float* acc0, float* acc1) {
+  __m256 a[2][4];
+  for (int k = 0; k < 4; ++k) {
+    a[0][k] = _mm256_loadu_ps(acc0 + 8 * k);
+    a[1][k] = _mm256_loadu_ps(acc1 + 8 * k);
+  }
+  for (size_t c = 0; c < n; c += 32) {
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      __m256 xv = _mm256_loadu_ps(x + c + 8 * k);
+      a[0][k] = _mm256_fmadd_ps(_mm256_loadu_ps(dec0 + c + 8 * k), xv, a[0][k]);
+      a[1][k] = _mm256_fmadd_ps(_mm256_loadu_ps(dec1 + c + 8 * k), xv, a[1][k]);
+    }
+  }
+  for (int k = 0; k < 4; ++k) {
+    _mm256_storeu_ps(acc0 + 8 * k, a[0][k]);
+    _mm256_storeu_ps(acc1 + 8 * k, a[1][k]);
+  }
+}
+
+void tile_1x1(const float* dec, const float* x, size_t n, float* acc) {
+  __m256 a[4];
+  for (int k = 0; k < 4; ++k) a[k] = _mm256_loadu_ps(acc + 8 * k);
+  for (size_t c = 0; c < n; c += 32) {
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) a[k] = _mm256_fmadd_ps(_mm256_loadu_ps(dec + c + 8 * k), _mm256_loadu_ps(x + c + 8 * k), a[k]);
+  }
+  for (int k = 0; k < 4; ++k) _mm256_storeu_ps(acc + 8 * k, a[k]);
+}
+
+// T > 1: decode kRowTile rows x kColBlock columns once, run all T x rows over
+// them; accumulators persist (exactly) in scratch across column blocks.
+template <WeightType kType>
+void rows_batched(const WeightView& w, const float* x, size_t xs, size_t T, float* y, size_t row_begin,
+                  size_t row_end, float* scratch) {
+  RowSource<kType> src(w);
+  float* dec = scratch;
+  float* acc = scratch + kScratchFixed;
+  size_t padded_cols = src.padded_groups() * 32;
+  for (size_t rb = row_begin; rb < row_end; rb += kRowTile) {
+    size_t R = row_end - rb < kRowTile ? row_end - rb : kRowTile;
+    memset(acc, 0, R * T * 32 * sizeof(float));
+    for (size_t c0 = 0; c0 < padded_cols; c0 += kColBlock) {
+      size_t n = padded_cols - c0 < kColBlock ? padded_cols - c0 : kColBlock;
+      for (size_t i = 0; i < R; ++i) {
+        for (size_t g = 0; g < n / 32; ++g) {
+          Group d = src.group(rb + i, c0 / 32 + g);
+          for (int k = 0; k < 4; ++k) _mm256_storeu_ps(dec + i * kColBlock + 32 * g + 8 * k, d.v[k]);
+        }
+      }
+      for (size_t t = 0; t < T; ++t) {
+        const float* xt = x + t * xs + c0;
+        size_t i = 0;
+        for (; i + 2 <= R; i += 2)
+          tile_2x1(dec + i * kColBlock, dec + (i + 1) * kColBlock, xt, n, acc + (i * T + t) * 32,
+                   acc + ((i + 1) * T + t) * 32);
+        for (; i < R; ++i) tile_1x1(dec + i * kColBlock, xt, n, acc + (i * T + t) * 32);
+      }
+    }
+    for (size_t i = 0; i < R; ++i) {
+      float scale = 1.0f;
+      if constexpr (kType == WeightType::Int8Row) scale = f16_to_f32(static_cast<const uint16_t*>(w.scales)[rb + i]);
+      for (size_t t = 0; t < T; ++t) {
+        const float* a = acc + (i * T + t) * 32;
+        float dot = lane_tree256(_mm256_loadu_ps(a), _mm256_loadu_ps(a + 8), _mm256_loadu_ps(a + 16),
+                                 _mm256_loadu_ps(a + 24));
+        if constexpr (kType == WeightType::Int8Row) dot = dot * scale;
+        y[t * w.rows + rb + i] = dot;
+      }
+    }
+  }
+}
+
+template <WeightType kType>
+void rows(const WeightView& w, const float* x, size_t xs, size_t T, float* y, size_t row_begin, size_t row_end,
+          float* scratch) {
+  if (T == 1) {
+    rows_single<kType>(w, x, y, row_begin, row_end);
+  } else {
+    rows_batched<kType>(w, x, xs, T, y, row_begin, row_end, scratch);
+  }
+}
+
+}  // namespace
+
+void matmul_rows_avx2(const WeightView& w, const float* x, size_t x_stride, size_t T, float* y, size_t row_begin,
+                      size_t row_end, float* scratch) {
+  switch (w.type) {
+    case WeightType::F32: return rows<WeightType::F32>(w, x, x_stride, T, y, row_begin, row_end, scratch);
+    case WeightType::BF16: return rows<WeightType::BF16>(w, x, x_stride, T, y, row_begin, row_end, scratch);
+    case WeightType::Int8Row: return rows<WeightType::Int8Row>(w, x, x_stride, T, y, row_begin, row_end, scratch);
+    case WeightType::MXFP4: return rows<WeightType::MXFP4>(w, x, x_stride, T, y, row_begin, row_end, scratch);
+  }
+}
+
+}  // namespace deltafin::kernels_detail

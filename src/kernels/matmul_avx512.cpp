@@ -1,0 +1,334 @@
+// AVX-512 product (compiled with -mavx512f -mavx512bw -mavx512vl; entered only
+// when isa_supported(Isa::Avx512)). The 32 canonical lane accumulators of one
+// output are two zmm registers: lo = lanes 0-15, hi = lanes 16-31, so a column
+// group of 32 is two _mm512_fmadd_ps, each lane exactly the scalar std::fma.
+// See kernel_table.h for what this file may and may not use.
+// GCC 12.2's AVX-512 intrinsics start from _mm512_undefined_*(), which trips
+// -Wmaybe-uninitialized at every use (GCC bug 105593, fixed in 12.3).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#include <string.h>
+
+#include "kernels/kernel_table.h"
+#include "util/numeric.h"  // f16_to_f32 (out of line, baseline code)
+
+namespace deltafin::kernels_detail {
+
+namespace {
+
+// (v0 + v1) + (v2 + v3) of one 4-lane vector.
+inline float finish4(__m128 v) {
+  __m128 pairs = _mm_add_ps(v, _mm_movehdup_ps(v));  // lane 0: v0+v1, lane 2: v2+v3
+  return _mm_cvtss_f32(_mm_add_ss(pairs, _mm_movehl_ps(pairs, pairs)));
+}
+
+// (a0 + a1) + (a2 + a3) for the four 4-lane quarters of 16 accumulators.
+inline __m128 quarter_tree(__m512 z) {
+  __m128 b0 = _mm_add_ps(_mm512_castps512_ps128(z), _mm512_extractf32x4_ps(z, 1));
+  __m128 b1 = _mm_add_ps(_mm512_extractf32x4_ps(z, 2), _mm512_extractf32x4_ps(z, 3));
+  return _mm_add_ps(b0, b1);
+}
+
+// The canonical lane tree: c0 from lanes 0-15, c1 from lanes 16-31, v = c0 + c1.
+inline float lane_tree512(__m512 lo, __m512 hi) { return finish4(_mm_add_ps(quarter_tree(lo), quarter_tree(hi))); }
+
+// One decoded 32-column group: columns 0-15 and 16-31.
+struct Group {
+  __m512 lo, hi;
+};
+
+template <WeightType kType>
+constexpr size_t group_bytes() {
+  return kType == WeightType::F32 ? 128 : kType == WeightType::BF16 ? 64 : kType == WeightType::Int8Row ? 32 : 16;
+}
+
+// Decodes the 32 weights at p exactly. For MXFP4, lut is the signed e2m1 table
+// already multiplied by the group's scale (exact: every entry has at most two
+// significant bits), and each nibble picks its entry with one permute; the
+// permute reads only index bits 0-3, so the nibble needs no masking.
+template <WeightType kType>
+inline Group decode(const uint8_t* p, __m512 lut) {
+  if constexpr (kType == WeightType::F32) {
+    (void)lut;
+    return {_mm512_loadu_ps(p), _mm512_loadu_ps(p + 64)};
+  } else if constexpr (kType == WeightType::BF16) {
+    (void)lut;
+    __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)));
+    return {_mm512_castsi512_ps(_mm512_slli_epi32(lo, 16)), _mm512_castsi512_ps(_mm512_slli_epi32(hi, 16))};
+  } else if constexpr (kType == WeightType::Int8Row) {
+    (void)lut;
+    __m512i lo = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    __m512i hi = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
+    return {_mm512_cvtepi32_ps(lo), _mm512_cvtepi32_ps(hi)};
+  } else {
+    __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    __m128i high = _mm_srli_epi16(bytes, 4);  // bits 0-3 of each byte = that byte's high nibble
+    // Interleave so byte 2j carries column 2j (low nibble) and 2j+1 (high).
+    __m512i idx_lo = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(bytes, high));
+    __m512i idx_hi = _mm512_cvtepu8_epi32(_mm_unpackhi_epi8(bytes, high));
+    return {_mm512_permutexvar_ps(idx_lo, lut), _mm512_permutexvar_ps(idx_hi, lut)};
+  }
+}
+
+template <WeightType kType>
+struct RowSource {
+  const uint8_t* data;    // start of the matrix
+  const uint8_t* scales;  // MXFP4 scale bytes
+  size_t cols, groups, tail, row_bytes;
+  __m512 e2m1;
+
+  explicit RowSource(const WeightView& w)
+      : data(static_cast<const uint8_t*>(w.data)),
+        scales(static_cast<const uint8_t*>(w.scales)),
+        cols(w.cols),
+        groups(w.cols / 32),
+        tail(w.cols % 32),
+        row_bytes(kType == WeightType::MXFP4 ? w.cols / 2 : w.cols * (group_bytes<kType>() / 32)),
+        e2m1(_mm512_loadu_ps(kE2M1Signed)) {}
+
+  __m512 lut(size_t r, size_t g) const {
+    if constexpr (kType == WeightType::MXFP4) {
+      return _mm512_mul_ps(e2m1, _mm512_set1_ps(kE8M0Scale[scales[r * groups + g]]));
+    } else {
+      (void)r, (void)g;
+      return e2m1;
+    }
+  }
+
+  // Group g of row r; g == groups is the partial last group (cols % 32 != 0,
+  // never MXFP4), decoded from a zero-padded copy so padding weights are +0.
+  Group group(size_t r, size_t g) const {
+    const uint8_t* p = data + r * row_bytes + g * group_bytes<kType>();
+    if (g < groups) return decode<kType>(p, lut(r, g));
+    alignas(64) uint8_t buf[group_bytes<kType>()];
+    memset(buf, 0, sizeof buf);
+    memcpy(buf, p, tail * (group_bytes<kType>() / 32));
+    return decode<kType>(buf, lut(r, g));
+  }
+
+  size_t padded_groups() const { return groups + (tail ? 1 : 0); }
+
+  // Software prefetch, once per cache line, for a stream that advances R
+  // rows together (rows r0..r0+R-1, then the next R): the line kPrefetchBytes
+  // of weight traffic ahead, i.e. kPrefetchBytes / R further along row r, or
+  // where that falls past the row's end, the same place in row r + R.
+  // Prefetching past the end of the matrix is harmless.
+  void prefetch(size_t r, size_t g, size_t R) const {
+    size_t o = g * group_bytes<kType>() + kPrefetchBytes / R;
+    if (o >= row_bytes) o += (R - 1) * row_bytes;
+    const char* p = reinterpret_cast<const char*>(data + r * row_bytes + o);
+    if constexpr (group_bytes<kType>() >= 64) {
+      for (size_t b = 0; b < group_bytes<kType>(); b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
+    } else {
+      if (g % (64 / group_bytes<kType>()) == 0) _mm_prefetch(p, _MM_HINT_T0);
+    }
+  }
+};
+
+// The T = 1 path: y[r] = W[r] . x with the decode fused into the loop, so
+// every weight byte is streamed exactly once. R rows advance together, one
+// group at a time: each x load then serves R rows, which matters once x no
+// longer fits in L1 (12288 columns of fp32 is 48 KiB) and would otherwise be
+// re-read from L2 for every row. x is padded with -0.0f.
+template <WeightType kType, int R>
+void fused_rows(const RowSource<kType>& src, const WeightView& w, const float* x, float* y, size_t r0) {
+  size_t ng = src.padded_groups();
+  __m512 lo[R], hi[R];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) lo[i] = _mm512_setzero_ps(), hi[i] = _mm512_setzero_ps();
+  for (size_t g = 0; g < ng; ++g) {
+    __m512 x0 = _mm512_load_ps(x + 32 * g), x1 = _mm512_load_ps(x + 32 * g + 16);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+      src.prefetch(r0 + i, g, R);
+      Group d = src.group(r0 + i, g);
+      lo[i] = _mm512_fmadd_ps(d.lo, x0, lo[i]);
+      hi[i] = _mm512_fmadd_ps(d.hi, x1, hi[i]);
+    }
+  }
+  for (int i = 0; i < R; ++i) {
+    float dot = lane_tree512(lo[i], hi[i]);
+    if constexpr (kType == WeightType::Int8Row) dot = dot * f16_to_f32(static_cast<const uint16_t*>(w.scales)[r0 + i]);
+    y[r0 + i] = dot;
+  }
+}
+
+template <WeightType kType>
+void rows_single(const WeightView& w, const float* x, float* y, size_t row_begin, size_t row_end) {
+  RowSource<kType> src(w);
+  size_t r = row_begin;
+  for (; r + 4 <= row_end; r += 4) fused_rows<kType, 4>(src, w, x, y, r);
+  for (; r < row_end; ++r) fused_rows<kType, 1>(src, w, x, y, r);
+}
+
+// MXFP4, T = 1: the natural-order decode above costs six port-5 shuffles per
+// group (unpack x2, widen x2, permute x2) and capped the stream near half the
+// memory bandwidth. Here the accumulators hold the even columns (canonical
+// lanes 0, 2, ..., 30) and the odd ones (lanes 1, 3, ..., 31) instead: one
+// widening gives every byte its own lane, the byte itself indexes the low
+// nibble and byte >> 4 the high one (the permute reads index bits 0-3), so a
+// group needs three shuffles. x is de-interleaved the same way once per call,
+// and the two accumulators are put back in canonical lane order before the
+// lane tree, so every lane sees exactly the canonical fma sequence.
+template <int R>
+void fused_rows_mxfp4(const RowSource<WeightType::MXFP4>& src, const float* x_split, float* y, size_t r0) {
+  const __m512i to_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i to_hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  size_t ng = src.groups;
+  __m512 even[R], odd[R];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) even[i] = _mm512_setzero_ps(), odd[i] = _mm512_setzero_ps();
+  for (size_t g = 0; g < ng; ++g) {
+    __m512 xe = _mm512_load_ps(x_split + 32 * g), xo = _mm512_load_ps(x_split + 32 * g + 16);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+      size_t r = r0 + i;
+      src.prefetch(r, g, R);
+      __m512 lut = _mm512_mul_ps(src.e2m1, _mm512_set1_ps(kE8M0Scale[src.scales[r * ng + g]]));
+      __m512i bytes =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src.data + r * src.row_bytes + 16 * g)));
+      even[i] = _mm512_fmadd_ps(_mm512_permutexvar_ps(bytes, lut), xe, even[i]);
+      odd[i] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), lut), xo, odd[i]);
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    y[r0 + i] = lane_tree512(_mm512_permutex2var_ps(even[i], to_lo, odd[i]), _mm512_permutex2var_ps(even[i], to_hi, odd[i]));
+}
+
+void rows_single_mxfp4(const WeightView& w, const float* x, float* y, size_t row_begin, size_t row_end,
+                       float* x_split) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  RowSource<WeightType::MXFP4> src(w);
+  for (size_t g = 0; g < src.groups; ++g) {
+    __m512 a = _mm512_load_ps(x + 32 * g), b = _mm512_load_ps(x + 32 * g + 16);
+    _mm512_store_ps(x_split + 32 * g, _mm512_permutex2var_ps(a, even, b));
+    _mm512_store_ps(x_split + 32 * g + 16, _mm512_permutex2var_ps(a, odd, b));
+  }
+  size_t r = row_begin;
+  for (; r + 4 <= row_end; r += 4) fused_rows_mxfp4<4>(src, x_split, y, r);
+  for (; r < row_end; ++r) fused_rows_mxfp4<1>(src, x_split, y, r);
+}
+
+// Accumulates n columns (a multiple of 32) of 4 decoded rows x 2 x rows into
+// their lane accumulators: each weight load feeds two x rows and each x load
+// four weight rows. acc[i][t] live at acc + ((i * T) + t) * 32.
+void tile_4x2(const float* dec, const float* x0, const float* x1, size_t n, float* acc, size_t T) {
+  __m512 a[4][2][2];
+#pragma GCC unroll 4
+  for (size_t i = 0; i < 4; ++i)
+#pragma GCC unroll 2
+    for (size_t t = 0; t < 2; ++t) {
+      a[i][t][0] = _mm512_loadu_ps(acc + (i * T + t) * 32);
+      a[i][t][1] = _mm512_loadu_ps(acc + (i * T + t) * 32 + 16);
+    }
+  for (size_t c = 0; c < n; c += 32) {
+    __m512 x00 = _mm512_loadu_ps(x0 + c), x01 = _mm512_loadu_ps(x0 + c + 16);
+    __m512 x10 = _mm512_loadu_ps(x1 + c), x11 = _mm512_loadu_ps(x1 + c + 16);
+#pragma GCC unroll 4
+    for (size_t i = 0; i < 4; ++i) {
+      __m512 w0 = _mm512_load_ps(dec + i * kColBlock + c), w1 = _mm512_load_ps(dec + i * kColBlock + c + 16);
+      // Keep w0/w1 in registers: left alone, GCC folds them into both fmas as
+      // memory operands, loading each twice (20 loads per 16 fmas, which made
+      // the loop load-bound instead of fma-bound).
+      __asm__("" : "+v"(w0), "+v"(w1));
+      a[i][0][0] = _mm512_fmadd_ps(w0, x00, a[i][0][0]);
+      a[i][0][1] = _mm512_fmadd_ps(w1, x01, a[i][0][1]);
+      a[i][1][0] = _mm512_fmadd_ps(w0, x10, a[i][1][0]);
+      a[i][1][1] = _mm512_fmadd_ps(w1, x11, a[i][1][1]);
+    }
+  }
+#pragma GCC unroll 4
+  for (size_t i = 0; i < 4; ++i)
+#pragma GCC unroll 2
+    for (size_t t = 0; t < 2; ++t) {
+      _mm512_storeu_ps(acc + (i * T + t) * 32, a[i][t][0]);
+      _mm512_storeu_ps(acc + (i * T + t) * 32 + 16, a[i][t][1]);
+    }
+}
+
+// One decoded row x one x row: the remainder of the tiling.
+void tile_1x1(const float* dec, const float* x, size_t n, float* acc) {
+  __m512 lo = _mm512_loadu_ps(acc), hi = _mm512_loadu_ps(acc + 16);
+  for (size_t c = 0; c < n; c += 32) {
+    lo = _mm512_fmadd_ps(_mm512_loadu_ps(dec + c), _mm512_loadu_ps(x + c), lo);
+    hi = _mm512_fmadd_ps(_mm512_loadu_ps(dec + c + 16), _mm512_loadu_ps(x + c + 16), hi);
+  }
+  _mm512_storeu_ps(acc, lo);
+  _mm512_storeu_ps(acc + 16, hi);
+}
+
+// T > 1: decode kRowTile rows x kColBlock columns once into scratch, then run
+// all T x rows over it. Accumulators persist in scratch across column blocks;
+// storing and reloading them is exact, so each output is still the one
+// canonical reduction, identical to the T = 1 path.
+template <WeightType kType>
+void rows_batched(const WeightView& w, const float* x, size_t xs, size_t T, float* y, size_t row_begin,
+                  size_t row_end, float* scratch) {
+  RowSource<kType> src(w);
+  float* dec = scratch;
+  float* acc = scratch + kScratchFixed;
+  size_t padded_cols = src.padded_groups() * 32;
+  for (size_t rb = row_begin; rb < row_end; rb += kRowTile) {
+    size_t R = row_end - rb < kRowTile ? row_end - rb : kRowTile;
+    memset(acc, 0, R * T * 32 * sizeof(float));
+    for (size_t c0 = 0; c0 < padded_cols; c0 += kColBlock) {
+      size_t n = padded_cols - c0 < kColBlock ? padded_cols - c0 : kColBlock;
+      for (size_t i = 0; i < R; ++i) {
+        for (size_t g = 0; g < n / 32; ++g) {
+          Group d = src.group(rb + i, c0 / 32 + g);
+          _mm512_storeu_ps(dec + i * kColBlock + 32 * g, d.lo);
+          _mm512_storeu_ps(dec + i * kColBlock + 32 * g + 16, d.hi);
+        }
+      }
+      size_t t = 0;
+      if (R == 4) {
+        for (; t + 2 <= T; t += 2) tile_4x2(dec, x + t * xs + c0, x + (t + 1) * xs + c0, n, acc + t * 32, T);
+      }
+      for (; t < T; ++t)
+        for (size_t i = 0; i < R; ++i) tile_1x1(dec + i * kColBlock, x + t * xs + c0, n, acc + (i * T + t) * 32);
+    }
+    for (size_t i = 0; i < R; ++i) {
+      float scale = 1.0f;
+      if constexpr (kType == WeightType::Int8Row) scale = f16_to_f32(static_cast<const uint16_t*>(w.scales)[rb + i]);
+      for (size_t t = 0; t < T; ++t) {
+        const float* a = acc + (i * T + t) * 32;
+        float dot = lane_tree512(_mm512_loadu_ps(a), _mm512_loadu_ps(a + 16));
+        if constexpr (kType == WeightType::Int8Row) dot = dot * scale;
+        y[t * w.rows + rb + i] = dot;
+      }
+    }
+  }
+}
+
+template <WeightType kType>
+void rows(const WeightView& w, const float* x, size_t xs, size_t T, float* y, size_t row_begin, size_t row_end,
+          float* scratch) {
+  if (T == 1) {
+    if constexpr (kType == WeightType::MXFP4) {
+      rows_single_mxfp4(w, x, y, row_begin, row_end, scratch + kScratchFixed + kScratchPerT);
+    } else {
+      rows_single<kType>(w, x, y, row_begin, row_end);
+    }
+  } else {
+    rows_batched<kType>(w, x, xs, T, y, row_begin, row_end, scratch);
+  }
+}
+
+}  // namespace
+
+void matmul_rows_avx512(const WeightView& w, const float* x, size_t x_stride, size_t T, float* y,
+                        size_t row_begin, size_t row_end, float* scratch) {
+  switch (w.type) {
+    case WeightType::F32: return rows<WeightType::F32>(w, x, x_stride, T, y, row_begin, row_end, scratch);
+    case WeightType::BF16: return rows<WeightType::BF16>(w, x, x_stride, T, y, row_begin, row_end, scratch);
+    case WeightType::Int8Row: return rows<WeightType::Int8Row>(w, x, x_stride, T, y, row_begin, row_end, scratch);
+    case WeightType::MXFP4: return rows<WeightType::MXFP4>(w, x, x_stride, T, y, row_begin, row_end, scratch);
+  }
+}
+
+}  // namespace deltafin::kernels_detail

@@ -1,0 +1,118 @@
+#include "model/kimi_k3/model.h"
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "util/error.h"
+#include "util/numeric.h"
+
+namespace deltafin {
+
+uint32_t argmax_first(const float* x, size_t n) {
+  size_t best = 0;
+  for (size_t i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = i;
+  return static_cast<uint32_t>(best);
+}
+
+K3Model::K3Model(const K3Config& config, const K3Weights& weights, ExpertSource& experts, ThreadPool* pool)
+    : c_(config), w_(weights), experts_(experts), pool_(pool) {}
+
+// Mix (§7.2): softmax over depth of dot(rms_normalize(v_j), s), then the
+// α-weighted sum of the raw v_j in ascending j.
+void K3Model::mix(const std::vector<const float*>& values, const std::vector<float>& s, float* out) const {
+  const size_t d = static_cast<size_t>(c_.hidden_size);
+  const float eps = static_cast<float>(c_.rms_norm_eps);
+  std::vector<float> key(d), alpha(values.size());
+  for (size_t j = 0; j < values.size(); ++j) {
+    rmsnorm(values[j], nullptr, d, eps, key.data());
+    alpha[j] = dot(key.data(), s.data(), d);
+  }
+  softmax(alpha.data(), alpha.size());
+  for (size_t i = 0; i < d; ++i) out[i] = 0.0f;
+  for (size_t j = 0; j < values.size(); ++j)
+    for (size_t i = 0; i < d; ++i) out[i] = out[i] + alpha[j] * values[j][i];
+}
+
+void K3Model::dense_mlp(const LayerWeights& w, const Rows& x, Rows& out) {
+  const size_t I = w.dense.gate.rows;
+  Rows g(x.T, I), u(x.T, I), hid(x.T, I);
+  matmul(w.dense.gate.view(), x.v.data(), x.T, g.v.data(), pool_);
+  matmul(w.dense.up.view(), x.v.data(), x.T, u.v.data(), pool_);
+  situ(g.v.data(), u.v.data(), g.v.size(), static_cast<float>(c_.situ_beta), static_cast<float>(c_.situ_linear_beta),
+       hid.v.data());
+  matmul(w.dense.down.view(), hid.v.data(), x.T, out.v.data(), pool_);
+}
+
+Rows K3Model::forward(K3Session& session, std::span<const uint32_t> tokens, bool all_logits) {
+  const size_t T = tokens.size(), d = static_cast<size_t>(c_.hidden_size);
+  if (T == 0) fail("forward: no tokens");
+  const float eps = static_cast<float>(c_.rms_norm_eps);
+  const int64_t B = c_.attn_res_block_size;
+
+  // h: the current block-partial sum per position; anchors: completed block sums.
+  Rows h(T, d);
+  for (size_t t = 0; t < T; ++t) {
+    if (tokens[t] >= static_cast<uint32_t>(c_.vocab_size)) fail("forward: token id ", tokens[t], " outside the vocabulary of ", c_.vocab_size);
+    const uint8_t* row = w_.embed.storage.data() + static_cast<size_t>(tokens[t]) * d * 2;
+    for (size_t i = 0; i < d; ++i) h.row(t)[i] = bf16_to_f32(load_u16le(row + 2 * i));
+  }
+  std::vector<Rows> anchors;
+  routes_.assign(static_cast<size_t>(c_.num_hidden_layers), {});
+
+  Rows x_attn(T, d), normed(T, d), a(T, d), p(T, d), x_mlp(T, d), f(T, d);
+  auto mix_rows = [&](const Rows& last, const std::vector<float>& s, Rows& out) {
+    for (size_t t = 0; t < T; ++t) {
+      std::vector<const float*> vs;
+      for (const Rows& an : anchors) vs.push_back(an.row(t));
+      vs.push_back(last.row(t));
+      mix(vs, s, out.row(t));
+    }
+  };
+
+  for (int64_t i = 0; i < c_.num_hidden_layers; ++i) {
+    const LayerWeights& lw = w_.layers[static_cast<size_t>(i)];
+    if (anchors.empty())
+      x_attn = h;
+    else
+      mix_rows(h, lw.s_attn, x_attn);
+    const bool block_start = i % B == 0;
+    if (block_start) anchors.push_back(h);
+
+    for (size_t t = 0; t < T; ++t) rmsnorm(x_attn.row(t), lw.input_norm.data(), d, eps, normed.row(t));
+    if (lw.kind == LayerKind::KDA)
+      attention_kda(i, session, normed, a);
+    else
+      attention_mla(i, session, normed, a);
+
+    if (block_start) {
+      p = a;
+    } else {
+      for (size_t j = 0; j < p.v.size(); ++j) p.v[j] = h.v[j] + a.v[j];
+    }
+    mix_rows(p, lw.s_mlp, x_mlp);
+    for (size_t t = 0; t < T; ++t) rmsnorm(x_mlp.row(t), lw.post_attention_norm.data(), d, eps, normed.row(t));
+    if (c_.is_moe_layer(i))
+      moe(i, normed, f);
+    else
+      dense_mlp(lw, normed, f);
+    for (size_t j = 0; j < h.v.size(); ++j) h.v[j] = p.v[j] + f.v[j];
+  }
+  session.advance(static_cast<int64_t>(T));
+
+  // Tail: Mix over the anchors and h, final norm, lm_head.
+  const size_t first = all_logits ? 0 : T - 1, rows = T - first;
+  Rows m(rows, d);
+  for (size_t t = first; t < T; ++t) {
+    std::vector<const float*> vs;
+    for (const Rows& an : anchors) vs.push_back(an.row(t));
+    vs.push_back(h.row(t));
+    std::vector<float> mixed(d);
+    mix(vs, w_.s_out, mixed.data());
+    rmsnorm(mixed.data(), w_.final_norm.data(), d, eps, m.row(t - first));
+  }
+  Rows logits(rows, static_cast<size_t>(c_.vocab_size));
+  matmul(w_.lm_head.view(), m.v.data(), rows, logits.v.data(), pool_);
+  return logits;
+}
+
+}  // namespace deltafin

@@ -1,0 +1,67 @@
+// The Kimi K3 forward pass (k3-model.md §7) over 1..T new positions of a
+// session, in fp32, with every reduction in the kernels' canonical order so a
+// T-position pass equals T one-position passes bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "format/k3_checkpoint.h"
+#include "model/kimi_k3/expert_source.h"
+#include "model/kimi_k3/session.h"
+#include "model/kimi_k3/weights.h"
+
+namespace deltafin {
+
+class ThreadPool;
+
+// Rows of T activations of width n, contiguous: row t is data() + t * n.
+struct Rows {
+  size_t T = 0, n = 0;
+  std::vector<float> v;
+  Rows() = default;
+  Rows(size_t T_, size_t n_) : T(T_), n(n_), v(T_ * n_, 0.0f) {}
+  float* row(size_t t) { return v.data() + t * n; }
+  const float* row(size_t t) const { return v.data() + t * n; }
+};
+
+// The experts one MoE layer chose for one position, in the decided order
+// (descending choice score, ties to the lower id) with their weights.
+struct Route {
+  std::vector<int64_t> experts;
+  std::vector<float> weights;
+};
+
+class K3Model {
+public:
+  K3Model(const K3Config& config, const K3Weights& weights, ExpertSource& experts, ThreadPool* pool);
+
+  // Runs tokens at positions session.length() ... and advances the session.
+  // Returns logits [T, V] for every position when all_logits, else [1, V]
+  // for the last one.
+  Rows forward(K3Session& session, std::span<const uint32_t> tokens, bool all_logits);
+
+  // The routes of the last forward() call, [layer][position] (layer 0 empty).
+  const std::vector<std::vector<Route>>& last_routes() const { return routes_; }
+  const K3Config& config() const { return c_; }
+
+private:
+  void attention_kda(int64_t layer, K3Session& s, const Rows& x, Rows& out);
+  void attention_mla(int64_t layer, K3Session& s, const Rows& x, Rows& out);
+  void dense_mlp(const LayerWeights& w, const Rows& x, Rows& out);
+  void moe(int64_t layer, const Rows& x, Rows& out);
+  Route route(const MoeWeights& w, const float* router_logits) const;
+  void mix(const std::vector<const float*>& values, const std::vector<float>& s, float* out) const;
+
+  const K3Config& c_;
+  const K3Weights& w_;
+  ExpertSource& experts_;
+  ThreadPool* pool_;
+  std::vector<std::vector<Route>> routes_;
+};
+
+// argmax with the first (lowest) index on ties (k3-model.md §7.8).
+uint32_t argmax_first(const float* logits, size_t n);
+
+}  // namespace deltafin

@@ -1,0 +1,100 @@
+// Latent MoE (k3-model.md §7.7): sigmoid-plus-bias routing, the routed experts
+// in the 32..3584-wide latent, summed in the decided order, plus the fused
+// shared experts on the hidden input.
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+#include "format/k3_tensors.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "model/kimi_k3/model.h"
+
+namespace deltafin {
+
+Route K3Model::route(const MoeWeights& w, const float* z) const {
+  const size_t E = static_cast<size_t>(c_.num_experts), k = static_cast<size_t>(c_.num_experts_per_token);
+  std::vector<float> sigma(E), choice(E);
+  for (size_t e = 0; e < E; ++e) {
+    sigma[e] = sigmoid(z[e]);
+    choice[e] = sigma[e] + w.correction_bias[e];
+  }
+  // Decision (§7.7): descending choice, ties to the lower id.
+  std::vector<int64_t> order(E);
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), [&](int64_t a, int64_t b) {
+    return choice[a] != choice[b] ? choice[a] > choice[b] : a < b;
+  });
+  Route r;
+  r.experts.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k));
+  float den = 0.0f;
+  for (int64_t e : r.experts) den = den + sigma[static_cast<size_t>(e)];
+  den = den + 1e-20f;
+  for (int64_t e : r.experts) r.weights.push_back(sigma[static_cast<size_t>(e)] / den);
+  return r;
+}
+
+void K3Model::moe(int64_t layer, const Rows& x, Rows& out) {
+  const MoeWeights& w = w_.layers[static_cast<size_t>(layer)].moe;
+  const size_t T = x.T, E = static_cast<size_t>(c_.num_experts), k = static_cast<size_t>(c_.num_experts_per_token);
+  const size_t lat = static_cast<size_t>(c_.routed_expert_hidden_size), mid = static_cast<size_t>(c_.moe_intermediate_size);
+  const float eps = static_cast<float>(c_.rms_norm_eps);
+  const float beta = static_cast<float>(c_.situ_beta), beta_lin = static_cast<float>(c_.situ_linear_beta);
+
+  Rows z(T, E), zl(T, lat);
+  matmul(w.router.view(), x.v.data(), T, z.v.data(), pool_);
+  matmul(w.latent_down.view(), x.v.data(), T, zl.v.data(), pool_);
+  std::vector<Route>& routes = routes_[static_cast<size_t>(layer)];
+  routes.clear();
+  for (size_t t = 0; t < T; ++t) routes.push_back(route(w, z.row(t)));
+
+  // Each expert is fetched once and applied to every row routed to it, as one
+  // batched product (the kernels make that equal to per-row products).
+  std::map<int64_t, std::vector<std::pair<size_t, size_t>>> users;  // expert -> (row, slot)
+  for (size_t t = 0; t < T; ++t)
+    for (size_t i = 0; i < k; ++i) users[routes[t].experts[i]].push_back({t, i});
+  std::vector<float> expert_out(T * k * lat);  // [row][slot][lat]
+  const uint64_t w1 = mid * lat / 2, s1 = mid * lat / 32, w2 = lat * mid / 2, s2 = lat * mid / 32;
+  for (const auto& [e, rows] : users) {
+    ExpertHandle hnd = experts_.get(layer, e);
+    const uint8_t* p = hnd.data;
+    WeightView W1{WeightType::MXFP4, mid, lat, p, p + w1};
+    WeightView W2{WeightType::MXFP4, lat, mid, p + w1 + s1, p + w1 + s1 + w2};
+    WeightView W3{WeightType::MXFP4, mid, lat, p + w1 + s1 + w2 + s2, p + w1 + s1 + w2 + s2 + w1};
+    const size_t n = rows.size();
+    Rows in(n, lat), g(n, mid), u(n, mid), hid(n, mid), y(n, lat);
+    for (size_t j = 0; j < n; ++j) std::copy(zl.row(rows[j].first), zl.row(rows[j].first) + lat, in.row(j));
+    matmul(W1, in.v.data(), n, g.v.data(), pool_);
+    matmul(W3, in.v.data(), n, u.v.data(), pool_);
+    situ(g.v.data(), u.v.data(), g.v.size(), beta, beta_lin, hid.v.data());
+    matmul(W2, hid.v.data(), n, y.v.data(), pool_);
+    for (size_t j = 0; j < n; ++j)
+      std::copy(y.row(j), y.row(j) + lat, expert_out.data() + (rows[j].first * k + rows[j].second) * lat);
+  }
+
+  // r = sum_i out_i * w_i in the decided order: each product rounded, then added.
+  Rows r(T, lat), routed(T, out.n);
+  for (size_t t = 0; t < T; ++t) {
+    float* rt = r.row(t);
+    for (size_t i = 0; i < k; ++i) {
+      const float* oi = expert_out.data() + (t * k + i) * lat;
+      const float wi = routes[t].weights[i];
+      for (size_t c = 0; c < lat; ++c) {
+        const float prod = oi[c] * wi;
+        rt[c] = rt[c] + prod;
+      }
+    }
+    rmsnorm(rt, w.latent_norm.data(), lat, eps, rt);
+  }
+  matmul(w.latent_up.view(), r.v.data(), T, routed.v.data(), pool_);
+
+  const size_t S = w.shared_gate.rows;
+  Rows sg(T, S), su(T, S), sh(T, S), shared(T, out.n);
+  matmul(w.shared_gate.view(), x.v.data(), T, sg.v.data(), pool_);
+  matmul(w.shared_up.view(), x.v.data(), T, su.v.data(), pool_);
+  situ(sg.v.data(), su.v.data(), sg.v.size(), beta, beta_lin, sh.v.data());
+  matmul(w.shared_down.view(), sh.v.data(), T, shared.v.data(), pool_);
+  for (size_t j = 0; j < out.v.size(); ++j) out.v[j] = routed.v[j] + shared.v[j];
+}
+
+}  // namespace deltafin

@@ -1,0 +1,49 @@
+#include "model/kimi_k3/session.h"
+
+#include "util/error.h"
+
+namespace deltafin {
+
+K3Session::K3Session(const K3Config& config) : config_(&config) { reset(); }
+
+void K3Session::reset() {
+  const K3Config& c = *config_;
+  const size_t layers = static_cast<size_t>(c.num_hidden_layers);
+  kda_.assign(layers, {});
+  mla_.assign(layers, {});
+  const size_t D = static_cast<size_t>(c.kda_dim()), kernel = static_cast<size_t>(c.short_conv_kernel_size);
+  const size_t K = static_cast<size_t>(c.kda_head_dim), H = static_cast<size_t>(c.kda_num_heads);
+  for (size_t i = 0; i < layers; ++i) {
+    if (c.layer_kinds[i] != LayerKind::KDA) continue;
+    kda_[i].conv_q.assign(D * kernel, 0.0f);
+    kda_[i].conv_k.assign(D * kernel, 0.0f);
+    kda_[i].conv_v.assign(D * kernel, 0.0f);
+    kda_[i].recurrent.assign(H * K * K, 0.0f);
+  }
+  length_ = 0;
+}
+
+K3Session::Snapshot K3Session::snapshot() const { return Snapshot{length_, kda_}; }
+
+void K3Session::restore(const Snapshot& s) {
+  if (s.length > length_) fail("session: cannot restore a snapshot of length ", s.length, " into a session of length ", length_);
+  kda_ = s.kda;
+  const K3Config& c = *config_;
+  const size_t kw = static_cast<size_t>(c.num_attention_heads * c.mla_qk_head_dim());
+  const size_t vw = static_cast<size_t>(c.num_attention_heads * c.v_head_dim);
+  for (size_t i = 0; i < mla_.size(); ++i) {
+    if (c.layer_kinds[i] != LayerKind::MLA) continue;
+    mla_[i].keys.resize(static_cast<size_t>(s.length) * kw);
+    mla_[i].values.resize(static_cast<size_t>(s.length) * vw);
+  }
+  length_ = s.length;
+}
+
+uint64_t K3Session::bytes() const {
+  uint64_t n = 0;
+  for (const KdaState& k : kda_) n += (k.conv_q.size() * 3 + k.recurrent.size()) * sizeof(float);
+  for (const MlaCache& m : mla_) n += (m.keys.size() + m.values.size()) * sizeof(float);
+  return n;
+}
+
+}  // namespace deltafin

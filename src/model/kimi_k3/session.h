@@ -1,0 +1,51 @@
+// The state of one sequence: per KDA layer the three convolution windows and
+// the recurrent state, per MLA layer the fp32 K and V cache. (AttnRes anchors
+// live only inside one position's pass through the layers, so nothing of them
+// is carried between positions.) A snapshot taken at some length can be
+// restored later, which is how speculation and prompt reuse roll back.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "format/k3_config.h"
+
+namespace deltafin {
+
+struct KdaState {
+  std::vector<float> conv_q, conv_k, conv_v;  // [D_kda, kernel]: the last `kernel` raw inputs
+  std::vector<float> recurrent;               // [H, K, K], index [h][k][v]
+};
+
+struct MlaCache {
+  std::vector<float> keys;    // [length, H, d_nope + d_rope]
+  std::vector<float> values;  // [length, H, d_v]
+};
+
+class K3Session {
+public:
+  explicit K3Session(const K3Config& config);
+
+  int64_t length() const { return length_; }
+  KdaState& kda(int64_t layer) { return kda_[static_cast<size_t>(layer)]; }
+  MlaCache& mla(int64_t layer) { return mla_[static_cast<size_t>(layer)]; }
+  void advance(int64_t positions) { length_ += positions; }
+
+  struct Snapshot {
+    int64_t length = 0;
+    std::vector<KdaState> kda;
+  };
+  // KDA state is copied (it is fixed-size); the MLA caches are only truncated on restore.
+  Snapshot snapshot() const;
+  void restore(const Snapshot& s);
+  void reset();
+  uint64_t bytes() const;
+
+private:
+  const K3Config* config_;
+  int64_t length_ = 0;
+  std::vector<KdaState> kda_;  // indexed by layer; empty for MLA layers
+  std::vector<MlaCache> mla_;  // indexed by layer; empty for KDA layers
+};
+
+}  // namespace deltafin

@@ -1,0 +1,128 @@
+#include "model/kimi_k3/weights.h"
+
+#include <cstring>
+
+#include "format/k3_tensors.h"
+#include "util/error.h"
+#include "util/numeric.h"
+
+namespace deltafin {
+
+namespace {
+
+class Loader {
+public:
+  explicit Loader(const K3Checkpoint& k) : k_(k) {}
+
+  Matrix matrix(const std::string& name) {
+    TensorRef t = k_.tensor(name);
+    if (t.info->dtype != DType::BF16 || t.info->shape.size() != 2)
+      fail(name, ": expected a BF16 matrix");  // the binder has checked; this guards misuse
+    Matrix m;
+    m.type = WeightType::BF16;
+    m.rows = t.info->shape[0];
+    m.cols = t.info->shape[1];
+    m.storage.resize(t.info->bytes());
+    t.shard->read(*t.info, m.storage.data());
+    bytes += m.storage.size();
+    return m;
+  }
+
+  // A BF16 or F32 tensor of any shape, widened to fp32 exactly.
+  std::vector<float> vec(const std::string& name) {
+    TensorRef t = k_.tensor(name);
+    std::vector<uint8_t> raw(t.info->bytes());
+    t.shard->read(*t.info, raw.data());
+    std::vector<float> out(t.info->elements());
+    if (t.info->dtype == DType::F32) {
+      std::memcpy(out.data(), raw.data(), raw.size());
+    } else if (t.info->dtype == DType::BF16) {
+      for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(load_u16le(&raw[2 * i]));
+    } else {
+      fail(name, ": expected BF16 or F32");
+    }
+    bytes += out.size() * sizeof(float);
+    return out;
+  }
+
+  // s = w_norm ⊙ w_proj in fp32: a product of two BF16 values is exact.
+  std::vector<float> pseudo_query(const std::string& norm, const std::string& proj) {
+    std::vector<float> s = vec(norm), p = vec(proj);
+    for (size_t i = 0; i < s.size(); ++i) s[i] *= p[i];
+    return s;
+  }
+
+  uint64_t bytes = 0;
+
+private:
+  const K3Checkpoint& k_;
+};
+
+}  // namespace
+
+K3Weights load_k3_weights(const K3Checkpoint& k) {
+  const K3Config& c = k.config;
+  Loader ld(k);
+  K3Weights w;
+  w.embed = ld.matrix("language_model.model.embed_tokens.weight");
+  w.lm_head = ld.matrix("language_model.lm_head.weight");
+  w.final_norm = ld.vec("language_model.model.norm.weight");
+  w.s_out = ld.pseudo_query("language_model.model.output_attn_res_norm.weight",
+                            "language_model.model.output_attn_res_proj.weight");
+  w.layers.resize(static_cast<size_t>(c.num_hidden_layers));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    LayerWeights& l = w.layers[static_cast<size_t>(i)];
+    auto n = [&](const std::string& s) { return k3_layer_tensor(i, s); };
+    l.kind = c.layer_kinds[static_cast<size_t>(i)];
+    l.input_norm = ld.vec(n("input_layernorm.weight"));
+    l.post_attention_norm = ld.vec(n("post_attention_layernorm.weight"));
+    l.s_attn = ld.pseudo_query(n("self_attention_res_norm.weight"), n("self_attention_res_proj.weight"));
+    l.s_mlp = ld.pseudo_query(n("mlp_res_norm.weight"), n("mlp_res_proj.weight"));
+    if (l.kind == LayerKind::KDA) {
+      KdaWeights& a = l.kda;
+      a.q = ld.matrix(n("self_attn.q_proj.weight"));
+      a.k = ld.matrix(n("self_attn.k_proj.weight"));
+      a.v = ld.matrix(n("self_attn.v_proj.weight"));
+      a.g = ld.matrix(n("self_attn.g_proj.weight"));
+      a.f_a = ld.matrix(n("self_attn.f_a_proj.weight"));
+      a.f_b = ld.matrix(n("self_attn.f_b_proj.weight"));
+      a.b = ld.matrix(n("self_attn.b_proj.weight"));
+      a.o = ld.matrix(n("self_attn.o_proj.weight"));
+      a.a_log = ld.vec(n("self_attn.A_log"));
+      a.dt_bias = ld.vec(n("self_attn.dt_bias"));
+      a.q_conv = ld.vec(n("self_attn.q_conv1d.weight"));
+      a.k_conv = ld.vec(n("self_attn.k_conv1d.weight"));
+      a.v_conv = ld.vec(n("self_attn.v_conv1d.weight"));
+      a.o_norm = ld.vec(n("self_attn.o_norm.weight"));
+    } else {
+      MlaWeights& a = l.mla;
+      a.q_a = ld.matrix(n("self_attn.q_a_proj.weight"));
+      a.q_b = ld.matrix(n("self_attn.q_b_proj.weight"));
+      a.kv_a = ld.matrix(n("self_attn.kv_a_proj_with_mqa.weight"));
+      a.kv_b = ld.matrix(n("self_attn.kv_b_proj.weight"));
+      a.g = ld.matrix(n("self_attn.g_proj.weight"));
+      a.o = ld.matrix(n("self_attn.o_proj.weight"));
+      a.q_a_norm = ld.vec(n("self_attn.q_a_layernorm.weight"));
+      a.kv_a_norm = ld.vec(n("self_attn.kv_a_layernorm.weight"));
+    }
+    if (!c.is_moe_layer(i)) {
+      l.dense.gate = ld.matrix(n("mlp.gate_proj.weight"));
+      l.dense.up = ld.matrix(n("mlp.up_proj.weight"));
+      l.dense.down = ld.matrix(n("mlp.down_proj.weight"));
+    } else {
+      MoeWeights& m = l.moe;
+      m.router = ld.matrix(n("block_sparse_moe.gate.weight"));
+      m.correction_bias = ld.vec(n("block_sparse_moe.gate.e_score_correction_bias"));
+      m.latent_down = ld.matrix(n("block_sparse_moe.routed_expert_down_proj.weight"));
+      m.latent_norm = ld.vec(n("block_sparse_moe.routed_expert_norm.weight"));
+      m.latent_up = ld.matrix(n("block_sparse_moe.routed_expert_up_proj.weight"));
+      m.shared_gate = ld.matrix(n("block_sparse_moe.shared_experts.gate_proj.weight"));
+      m.shared_up = ld.matrix(n("block_sparse_moe.shared_experts.up_proj.weight"));
+      m.shared_down = ld.matrix(n("block_sparse_moe.shared_experts.down_proj.weight"));
+    }
+  }
+  w.bytes = ld.bytes;
+  return w;
+}
+
+}  // namespace deltafin

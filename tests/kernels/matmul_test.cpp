@@ -1,0 +1,245 @@
+// matmul: accuracy against float64, hand-computed rows, the canonical lane
+// order, and bit identity across batch size, thread count and ISA path.
+#include "kernels/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+using namespace deltafin;
+using namespace deltafin::test;
+
+namespace {
+
+std::vector<float> run(const WeightView& w, const std::vector<float>& x, size_t T, ThreadPool* pool = nullptr) {
+  std::vector<float> y(T * w.rows, 12345.0f);
+  matmul(w, x.data(), T, y.data(), pool);
+  return y;
+}
+
+// A column count with a partial last group for the types that allow one.
+size_t cols_for(WeightType type, size_t cols) { return type == WeightType::MXFP4 ? (cols + 31) / 32 * 32 : cols; }
+
+WeightView f32_row(const std::vector<float>& w) {
+  WeightView v;
+  v.type = WeightType::F32;
+  v.rows = 1;
+  v.cols = w.size();
+  v.data = w.data();
+  return v;
+}
+
+}  // namespace
+
+TEST(Matmul, MatchesFloat64ForEveryTypeAndPath) {
+  Rng rng(1);
+  struct Shape {
+    size_t rows, cols, T;
+  };
+  // Includes a partial last group, several column blocks and both row tilings.
+  for (Shape s : {Shape{37, 300, 3}, Shape{16, 1100, 1}, Shape{9, 1100, 6}, Shape{5, 64, 1}}) {
+    for (WeightType type : kAllTypes) {
+      size_t cols = cols_for(type, s.cols);
+      OwnedWeight ow = random_weight(rng, type, s.rows, cols);
+      std::vector<float> x = random_floats(rng, s.T * cols);
+      std::vector<double> ref = reference_matmul(ow.view(), x, s.T);
+      for (Isa isa : supported_isas()) {
+        IsaScope scope(isa);
+        std::vector<float> y = run(ow.view(), x, s.T);
+        EXPECT_LE(rel_l2(y, ref), 1e-5) << type_name(type) << " " << isa_name(isa) << " " << s.rows << "x" << cols
+                                         << " T=" << s.T;
+      }
+    }
+  }
+}
+
+TEST(Matmul, SubnormalMxfp4WeightsMatchFloat64) {
+  Rng rng(2);
+  OwnedWeight ow = random_weight(rng, WeightType::MXFP4, 6, 96, 0, 3);  // weights ~2^-127
+  std::vector<float> x = random_floats(rng, 2 * 96, 1e30);
+  std::vector<double> ref = reference_matmul(ow.view(), x, 2);
+  for (Isa isa : supported_isas()) {
+    IsaScope scope(isa);
+    EXPECT_LE(rel_l2(run(ow.view(), x, 2), ref), 1e-5) << isa_name(isa);
+  }
+}
+
+TEST(Matmul, HandComputedMxfp4Row) {
+  // Byte j: low nibble code j % 8 (column 2j, +m), high nibble 8 + j % 8
+  // (column 2j+1, -m). With x[c] = c + 1 each pair gives m * ((2j+1) - (2j+2))
+  // = -m, so y = -2 * (0 + .5 + 1 + 1.5 + 2 + 3 + 4 + 6) = -36, times 2^(128-127).
+  std::vector<uint8_t> packed(16), scales = {128};
+  for (int j = 0; j < 16; ++j) packed[j] = static_cast<uint8_t>((8 + j % 8) << 4 | (j % 8));
+  WeightView w;
+  w.type = WeightType::MXFP4;
+  w.rows = 1;
+  w.cols = 32;
+  w.data = packed.data();
+  w.scales = scales.data();
+  std::vector<float> x(32);
+  for (int c = 0; c < 32; ++c) x[c] = static_cast<float>(c + 1);
+  for (Isa isa : supported_isas()) {
+    IsaScope scope(isa);
+    EXPECT_EQ(run(w, x, 1)[0], -72.0f) << isa_name(isa);
+  }
+}
+
+TEST(Matmul, HandComputedInt8RowAppliesScaleAfterDot) {
+  // q[c] = c - 16 for c = 0..31 sums to -16; f16 scale 0x3800 = 0.5 -> -8.
+  // Row 1: q = 1 everywhere with scale 0x3C00 = 1 and x = 0.25 -> 8.
+  std::vector<int8_t> q(64);
+  for (int c = 0; c < 32; ++c) q[c] = static_cast<int8_t>(c - 16), q[32 + c] = 1;
+  std::vector<uint16_t> s = {0x3800, 0x3C00};
+  WeightView w;
+  w.type = WeightType::Int8Row;
+  w.rows = 2;
+  w.cols = 32;
+  w.data = q.data();
+  w.scales = s.data();
+  std::vector<float> ones(32, 1.0f), quarter(32, 0.25f);
+  for (Isa isa : supported_isas()) {
+    IsaScope scope(isa);
+    EXPECT_EQ(run(w, ones, 1)[0], -8.0f) << isa_name(isa);
+    EXPECT_EQ(run(w, quarter, 1)[1], 8.0f) << isa_name(isa);
+  }
+}
+
+// Inputs where another association gives another float: the result pins the
+// lane assignment, the order inside a lane and the tree.
+TEST(Matmul, CanonicalLaneTreeOrder) {
+  const float big = 16777216.0f;  // 2^24: big + 1 rounds back to big (ties to even)
+  struct Case {
+    std::vector<std::pair<size_t, float>> x;  // nonzero columns (w = 1 everywhere)
+    size_t cols;
+    float expected;
+    const char* why;
+  };
+  const Case cases[] = {
+      // Lane 0 absorbs both ones in order: big, +1 -> big, +1 -> big. (Summing
+      // the ones first would give big + 2.)
+      {{{0, big}, {32, 1.0f}, {64, 1.0f}}, 96, big, "one lane, columns in order"},
+      // a0 = (big..), a1 = (1..), a2 = (1..), a3 = (-big..): b0 = big, b1 =
+      // 1 - big, c0 = 1. Lane-sequential gives 0, (a0+a3)+(a1+a2) gives 2.
+      {{{0, big}, {4, 1.0f}, {8, 1.0f}, {12, -big}}, 32, 1.0f, "b = pairs of 4-lane vectors"},
+      // b0 = a0+a1 = big, b2 = a4+a5 = 1 - big, c0 = big, c1 = 1 - big, v = 1.
+      // (a0+a4)+(a1+a5) would give 2.
+      {{{0, big}, {4, 1.0f}, {16, -big}, {20, 1.0f}}, 32, 1.0f, "c = (b0+b1), (b2+b3)"},
+      // v = (big, 1, 1, -big): (v0+v1)+(v2+v3) = big + (1 - big) = 1; left to
+      // right gives 0.
+      {{{0, big}, {1, 1.0f}, {2, 1.0f}, {3, -big}}, 32, 1.0f, "final (v0+v1)+(v2+v3)"},
+      // The partial last group goes to its lanes the same way: column 33 is
+      // lane 1, column 36 lane 4 (after column 4): a0 = (big, 1, 0, 0), a1 =
+      // (1 - big, 0, 0, 0), b0 = (1, 1, 0, 0), result 2. Summing the tail
+      // separately would give 1, left to right 0.
+      {{{0, big}, {4, 1.0f}, {33, 1.0f}, {36, -big}}, 37, 2.0f, "tail columns keep their lanes"},
+  };
+  for (const Case& c : cases) {
+    std::vector<float> x(c.cols, 0.0f), w(c.cols, 1.0f);
+    for (auto [i, v] : c.x) x[i] = v;
+    for (Isa isa : supported_isas()) {
+      IsaScope scope(isa);
+      EXPECT_EQ(run(f32_row(w), x, 1)[0], c.expected) << c.why << " " << isa_name(isa);
+      // The same row batched with another: same value.
+      std::vector<float> x2(x);
+      x2.insert(x2.end(), x.begin(), x.end());
+      std::vector<float> y2 = run(f32_row(w), x2, 2);
+      EXPECT_EQ(y2[0], c.expected) << c.why << " " << isa_name(isa);
+      EXPECT_EQ(y2[1], c.expected) << c.why << " " << isa_name(isa);
+    }
+  }
+}
+
+// Batched == T single-row calls, bit for bit, on random shapes, for every
+// type and path; and every path equals the scalar one.
+TEST(Matmul, BatchedEqualsSingleRowsAndPathsAgree) {
+  Rng rng(3);
+  for (WeightType type : kAllTypes) {
+    for (int trial = 0; trial < 10; ++trial) {
+      size_t rows = 1 + rng.below(23);
+      size_t cols = type == WeightType::MXFP4 ? 32 * (1 + rng.below(20)) : 1 + rng.below(700);
+      size_t T = trial == 0 ? 70 : 1 + rng.below(70);
+      // Scale bytes from 0: subnormal weights go through the same paths.
+      OwnedWeight ow = random_weight(rng, type, rows, cols, 0, 140);
+      std::vector<float> x = random_floats(rng, T * cols);
+      std::vector<float> scalar_y;
+      for (Isa isa : supported_isas()) {
+        IsaScope scope(isa);
+        std::vector<float> batched = run(ow.view(), x, T);
+        std::vector<float> single(T * rows);
+        for (size_t t = 0; t < T; ++t) {
+          std::vector<float> xt(x.begin() + t * cols, x.begin() + (t + 1) * cols);
+          std::vector<float> yt = run(ow.view(), xt, 1);
+          for (size_t r = 0; r < rows; ++r) single[t * rows + r] = yt[r];
+        }
+        EXPECT_TRUE(same_bits(batched, single))
+            << type_name(type) << " " << isa_name(isa) << " " << rows << "x" << cols << " T=" << T;
+        if (isa == Isa::Scalar) scalar_y = batched;
+        EXPECT_TRUE(same_bits(batched, scalar_y))
+            << type_name(type) << " " << isa_name(isa) << " vs scalar, " << rows << "x" << cols << " T=" << T;
+      }
+    }
+  }
+}
+
+TEST(Matmul, ThreadCountDoesNotChangeBits) {
+  Rng rng(4);
+  ThreadPool pool2(2), pool3(3);
+  for (WeightType type : kAllTypes) {
+    size_t cols = cols_for(type, 333);
+    OwnedWeight ow = random_weight(rng, type, 41, cols);
+    for (size_t T : {size_t{1}, size_t{7}}) {
+      std::vector<float> x = random_floats(rng, T * cols);
+      for (Isa isa : supported_isas()) {
+        IsaScope scope(isa);
+        std::vector<float> one = run(ow.view(), x, T);
+        EXPECT_TRUE(same_bits(one, run(ow.view(), x, T, &pool2))) << type_name(type) << " " << isa_name(isa) << " T=" << T;
+        EXPECT_TRUE(same_bits(one, run(ow.view(), x, T, &pool3))) << type_name(type) << " " << isa_name(isa) << " T=" << T;
+      }
+    }
+  }
+}
+
+TEST(Matmul, RejectsBadArguments) {
+  std::vector<uint8_t> packed(48), scales(3);
+  WeightView w;
+  w.type = WeightType::MXFP4;
+  w.rows = 2;
+  w.cols = 48;
+  w.data = packed.data();
+  w.scales = scales.data();
+  std::vector<float> x(48), y(2);
+  try {
+    matmul(w, x.data(), 1, y.data());
+    FAIL() << "cols = 48 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("multiple of 32"), std::string::npos) << e.what();
+  }
+  w.cols = 32;
+  w.scales = nullptr;
+  EXPECT_THROW(matmul(w, x.data(), 1, y.data()), Error);
+  w.type = WeightType::Int8Row;
+  EXPECT_THROW(matmul(w, x.data(), 1, y.data()), Error);
+  w.type = WeightType::F32;
+  w.data = nullptr;
+  EXPECT_THROW(matmul(w, x.data(), 1, y.data()), Error);
+}
+
+TEST(Matmul, EmptyShapes) {
+  std::vector<float> wdata(8, 1.0f), x(8, 1.0f), y(4, 7.0f);
+  WeightView w;
+  w.type = WeightType::F32;
+  w.rows = 2;
+  w.cols = 0;
+  w.data = wdata.data();
+  matmul(w, x.data(), 2, y.data());
+  EXPECT_EQ(y, (std::vector<float>{0.0f, 0.0f, 0.0f, 0.0f}));
+  y.assign(4, 7.0f);
+  w.cols = 4;
+  matmul(w, x.data(), 0, y.data());  // T = 0 writes nothing
+  EXPECT_EQ(y[0], 7.0f);
+}

@@ -1,0 +1,129 @@
+#include "util/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+using namespace deltafin;
+
+TEST(ThreadPool, CoversEveryIndexExactlyOnce) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    EXPECT_EQ(pool.size(), threads);
+    for (size_t n : {1, 2, 3, 4, 5, 7, 64, 1000, 100003}) {
+      std::vector<std::atomic<int>> hits(n);
+      std::atomic<int> calls{0};
+      pool.parallel_for(n, [&](size_t begin, size_t end) {
+        EXPECT_LT(begin, end);  // empty chunks are not run
+        EXPECT_LE(end, n);
+        calls++;
+        for (size_t i = begin; i < end; ++i) hits[i]++;
+      });
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "threads " << threads << " n " << n << " i " << i;
+      EXPECT_EQ(calls.load(), static_cast<int>(std::min<size_t>(n, threads)));
+    }
+  }
+}
+
+TEST(ThreadPool, ChunksAreContiguousAndBalanced) {
+  ThreadPool pool(4);
+  std::mutex m;
+  std::set<std::pair<size_t, size_t>> chunks;
+  pool.parallel_for(10, [&](size_t b, size_t e) {
+    std::lock_guard<std::mutex> lock(m);
+    chunks.insert({b, e});
+  });
+  // [n*i/p, n*(i+1)/p) for n = 10, p = 4.
+  EXPECT_EQ(chunks, (std::set<std::pair<size_t, size_t>>{{0, 2}, {2, 5}, {5, 7}, {7, 10}}));
+}
+
+TEST(ThreadPool, SmallerNThanPool) {
+  ThreadPool pool(8);
+  std::atomic<int> calls{0};
+  std::vector<std::atomic<int>> hits(3);
+  pool.parallel_for(3, [&](size_t b, size_t e) {
+    calls++;
+    for (size_t i = b; i < e; ++i) hits[i]++;
+  });
+  EXPECT_EQ(calls.load(), 3);
+  for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+  pool.parallel_for(0, [&](size_t, size_t) { calls++; });  // n == 0: fn never runs
+  EXPECT_EQ(calls.load(), 3);
+}
+
+TEST(ThreadPool, CallerTakesPartAndWorkersRunConcurrently) {
+  ThreadPool pool(2);
+  std::thread::id caller = std::this_thread::get_id();
+  std::atomic<bool> caller_ran{false}, other_ran{false};
+  std::atomic<int> arrived{0};
+  pool.parallel_for(2, [&](size_t b, size_t) {
+    (b == 0 ? caller_ran : other_ran) = true;
+    if (b == 0) EXPECT_EQ(std::this_thread::get_id(), caller);
+    else EXPECT_NE(std::this_thread::get_id(), caller);
+    // Both chunks must be in flight at once for this barrier to open.
+    arrived++;
+    while (arrived.load() < 2) std::this_thread::yield();
+  });
+  EXPECT_TRUE(caller_ran && other_ran);
+}
+
+TEST(ThreadPool, ExceptionsPropagateAndThePoolStaysUsable) {
+  ThreadPool pool(3);
+  std::atomic<int> finished{0};
+  EXPECT_THROW(pool.parallel_for(30,
+                                 [&](size_t b, size_t) {
+                                   if (b == 10) throw std::runtime_error("chunk 1 failed");
+                                   finished++;
+                                 }),
+               std::runtime_error);
+  EXPECT_EQ(finished.load(), 2);  // the other chunks still ran to completion
+  try {
+    pool.parallel_for(3, [&](size_t b, size_t) {
+      if (b == 0) throw std::logic_error("caller chunk");
+    });
+    FAIL() << "no exception";
+  } catch (const std::logic_error& e) {
+    EXPECT_STREQ(e.what(), "caller chunk");
+  }
+  std::atomic<size_t> total{0};
+  pool.parallel_for(100, [&](size_t b, size_t e) { total += e - b; });
+  EXPECT_EQ(total.load(), 100u);
+}
+
+TEST(ThreadPool, NestedCallRunsInline) {
+  ThreadPool pool(2);
+  std::atomic<size_t> total{0};
+  pool.parallel_for(4, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) pool.parallel_for(10, [&](size_t b2, size_t e2) { total += e2 - b2; });
+  });
+  EXPECT_EQ(total.load(), 40u);
+}
+
+TEST(ThreadPool, ManyBackToBackCallsAndConcurrentCallers) {
+  ThreadPool pool(2);
+  std::atomic<size_t> total{0};
+  for (int i = 0; i < 2000; ++i) pool.parallel_for(5, [&](size_t b, size_t e) { total += e - b; });
+  EXPECT_EQ(total.load(), 10000u);
+  // Two threads sharing one pool: the calls are serialised, none is lost.
+  total = 0;
+  auto hammer = [&] {
+    for (int i = 0; i < 300; ++i) pool.parallel_for(7, [&](size_t b, size_t e) { total += e - b; });
+  };
+  std::thread a(hammer), b(hammer);
+  a.join();
+  b.join();
+  EXPECT_EQ(total.load(), 2u * 300u * 7u);
+}
+
+TEST(ThreadPool, NonPositiveSizeMeansOneThread) {
+  ThreadPool pool(0);
+  EXPECT_EQ(pool.size(), 1);
+  size_t seen = 0;
+  pool.parallel_for(5, [&](size_t b, size_t e) { seen += e - b; });
+  EXPECT_EQ(seen, 5u);
+}
