@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "engine/loaded_model.h"
+#include "kernels/isa.h"
 #include "model/kimi_k3/generator.h"
 #include "model/reference_k3.h"
 #include "support/test_support.h"
@@ -176,4 +177,24 @@ TEST(ForwardBitIdentity, SnapshotRestoreReplaysExactly) {
   EXPECT_EQ(s.length(), 6);
   Rows again = m->model->forward(s, std::span<const uint32_t>(tokens.data() + 6, 4), true);
   EXPECT_EQ(std::memcmp(first.v.data(), again.v.data(), first.v.size() * 4), 0);
+}
+
+TEST(ForwardBitIdentity, EveryIsaPathGivesTheSameLogits) {
+  auto m = load_k3_resident(tiny_dir(1), 1);
+  const K3Config& c = m->checkpoint.config;
+  std::vector<uint32_t> tokens = prompt_tokens(21, 7, static_cast<uint32_t>(c.vocab_size));
+  const Isa best = detect_isa();
+  std::vector<Isa> paths = {Isa::Scalar};
+  if (best == Isa::Avx2 || best == Isa::Avx512) paths.push_back(Isa::Avx2);
+  if (best == Isa::Avx512) paths.push_back(Isa::Avx512);
+  std::vector<std::vector<float>> results;
+  for (Isa isa : paths) {
+    set_active_isa(isa);
+    K3Session s(c);
+    results.push_back(m->model->forward(s, tokens, true).v);
+  }
+  set_active_isa(best);
+  for (size_t i = 1; i < results.size(); ++i)
+    EXPECT_EQ(std::memcmp(results[0].data(), results[i].data(), results[0].size() * 4), 0)
+        << isa_name(paths[i]) << " differs from scalar";
 }
