@@ -3,29 +3,15 @@
 // are four ymm registers (lanes 0-7, 8-15, 16-23, 24-31), so a column group of
 // 32 is four _mm256_fmadd_ps, each lane exactly the scalar std::fma.
 // See kernel_table.h for what this file may and may not use.
-#include <immintrin.h>
 #include <string.h>
 
 #include "kernels/kernel_table.h"
+#include "kernels/simd_avx2.h"  // immintrin.h, lane_tree256
 #include "util/numeric.h"  // f16_to_f32 (out of line, baseline code)
 
 namespace deltafin::kernels_detail {
 
 namespace {
-
-inline float finish4(__m128 v) {
-  __m128 pairs = _mm_add_ps(v, _mm_movehdup_ps(v));  // lane 0: v0+v1, lane 2: v2+v3
-  return _mm_cvtss_f32(_mm_add_ss(pairs, _mm_movehl_ps(pairs, pairs)));
-}
-
-// b_i = a_2i + a_2i+1 is the low half plus the high half of ymm i.
-inline __m128 halves(__m256 v) { return _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); }
-
-inline float lane_tree256(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
-  __m128 c0 = _mm_add_ps(halves(a0), halves(a1));
-  __m128 c1 = _mm_add_ps(halves(a2), halves(a3));
-  return finish4(_mm_add_ps(c0, c1));
-}
 
 struct Group {
   __m256 v[4];  // columns 0-7, 8-15, 16-23, 24-31

@@ -5,27 +5,14 @@
 // acc + (-0.0) == acc bit for bit, so unused lanes stay unchanged. The
 // elementwise loops do per lane exactly the scalar operations, unfused.
 // See kernel_table.h for what this file may and may not use.
-#include <immintrin.h>
 #include <string.h>
 
 #include "kernels/kernel_table.h"
+#include "kernels/simd_avx2.h"  // immintrin.h, lane_tree256
 
 namespace deltafin::kernels_detail {
 
 namespace {
-
-inline float finish4(__m128 v) {
-  __m128 pairs = _mm_add_ps(v, _mm_movehdup_ps(v));  // lane 0: v0+v1, lane 2: v2+v3
-  return _mm_cvtss_f32(_mm_add_ss(pairs, _mm_movehl_ps(pairs, pairs)));
-}
-
-inline __m128 halves(__m256 v) { return _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); }
-
-inline float lane_tree256(const __m256* a) {
-  __m128 c0 = _mm_add_ps(halves(a[0]), halves(a[1]));
-  __m128 c1 = _mm_add_ps(halves(a[2]), halves(a[3]));
-  return finish4(_mm_add_ps(c0, c1));
-}
 
 // Copies the rem (< 32) remaining values into 32 slots, the rest set to fill.
 inline void pad32(const float* src, size_t rem, float fill, float* dst) {
@@ -55,7 +42,7 @@ float dot_avx2(const float* a, const float* b, size_t n) {
     pad32(b + i, n - i, -0.0f, pb);
     for (int k = 0; k < 4; ++k) acc[k] = _mm256_fmadd_ps(_mm256_load_ps(pa + 8 * k), _mm256_load_ps(pb + 8 * k), acc[k]);
   }
-  return lane_tree256(acc);
+  return lane_tree256(acc[0], acc[1], acc[2], acc[3]);
 }
 
 float sum_avx2(const float* a, size_t n) {
@@ -71,7 +58,7 @@ float sum_avx2(const float* a, size_t n) {
     pad32(a + i, n - i, -0.0f, pa);
     for (int k = 0; k < 4; ++k) acc[k] = _mm256_add_ps(acc[k], _mm256_load_ps(pa + 8 * k));
   }
-  return lane_tree256(acc);
+  return lane_tree256(acc[0], acc[1], acc[2], acc[3]);
 }
 
 void scale_mul_avx2(const float* x, float r, const float* w, size_t n, float* out) {

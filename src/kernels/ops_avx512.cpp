@@ -4,32 +4,12 @@
 // leave the unused lanes bit-unchanged. The elementwise loops (scale_mul, axpy,
 // kda_core) do per lane exactly the scalar operations, unfused.
 // See kernel_table.h for what this file may and may not use.
-// GCC 12.2's AVX-512 intrinsics start from _mm512_undefined_*(), which trips
-// -Wmaybe-uninitialized at every use (GCC bug 105593, fixed in 12.3).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include "kernels/kernel_table.h"
+#include "kernels/simd_avx512.h"  // immintrin.h, lane_tree512
 
 namespace deltafin::kernels_detail {
 
 namespace {
-
-inline float finish4(__m128 v) {
-  __m128 pairs = _mm_add_ps(v, _mm_movehdup_ps(v));  // lane 0: v0+v1, lane 2: v2+v3
-  return _mm_cvtss_f32(_mm_add_ss(pairs, _mm_movehl_ps(pairs, pairs)));
-}
-
-inline __m128 quarter_tree(__m512 z) {
-  __m128 b0 = _mm_add_ps(_mm512_castps512_ps128(z), _mm512_extractf32x4_ps(z, 1));
-  __m128 b1 = _mm_add_ps(_mm512_extractf32x4_ps(z, 2), _mm512_extractf32x4_ps(z, 3));
-  return _mm_add_ps(b0, b1);
-}
-
-inline float lane_tree512(__m512 lo, __m512 hi) { return finish4(_mm_add_ps(quarter_tree(lo), quarter_tree(hi))); }
 
 // Lane masks for the rem (1..31) columns of a partial last group.
 inline __mmask16 mask_lo(size_t rem) { return rem >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << rem) - 1); }

@@ -178,20 +178,4 @@ void write_checkpoint_dir(const std::string& dir, const std::vector<TensorSpec>&
   if (config) write_bytes(dir + "/config.json", config->dump(2));
 }
 
-std::string expect_error(const std::function<void()>& fn, std::initializer_list<std::string> needles) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const std::string& n : needles)
-      EXPECT_NE(msg.find(n), std::string::npos) << "message lacks \"" << n << "\":\n  " << msg;
-    return msg;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected deltafin::Error, got another exception: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected an error containing \"" << (needles.size() ? *needles.begin() : "") << "\"";
-  return "";
-}
-
 }  // namespace deltafin::test

@@ -4,8 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "format/safetensors_writer.h"
+#include "support/test_support.h"  // expect_error, EXPECT_FAILS_WITH
 
 namespace deltafin::test {
 
@@ -38,16 +37,4 @@ void write_patterned_safetensors(const std::string& path, const std::vector<Tens
 void write_checkpoint_dir(const std::string& dir, const std::vector<TensorSpec>& tensors, int shards,
                           bool with_index, const nlohmann::json* config);
 
-// Runs fn, expects a deltafin::Error whose message contains every needle;
-// returns the message (empty when no error or the wrong type was thrown).
-std::string expect_error(const std::function<void()>& fn, std::initializer_list<std::string> needles);
-
 }  // namespace deltafin::test
-
-// EXPECT_FAILS_WITH(statement, "needle", ...): the statement throws a
-// deltafin::Error naming every needle; failures point at the caller's line.
-#define EXPECT_FAILS_WITH(stmt, ...)                                        \
-  do {                                                                      \
-    SCOPED_TRACE(#stmt);                                                    \
-    ::deltafin::test::expect_error([&]() { stmt; }, {__VA_ARGS__});          \
-  } while (0)

@@ -9,22 +9,11 @@
 #include <vector>
 
 #include "support/test_support.h"
-#include "util/error.h"
 
 namespace deltafin {
 namespace {
 
-// Runs fn, expects a deltafin::Error whose message contains every fragment.
-template <typename Fn>
-void expect_error(Fn&& fn, const std::vector<std::string>& fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing \"" << fragments.front() << "\"";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const std::string& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg;
-  }
-}
+using test::expect_error;
 
 // The 256 single bytes in byte order, then `extra` lines, as rank-file text.
 std::string rank_file(const std::vector<std::string>& extra_b64 = {}) {

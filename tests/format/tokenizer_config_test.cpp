@@ -10,21 +10,11 @@
 #include <vector>
 
 #include "support/test_support.h"
-#include "util/error.h"
 
 namespace deltafin {
 namespace {
 
-template <typename Fn>
-void expect_error(Fn&& fn, const std::vector<std::string>& fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing \"" << fragments.front() << "\"";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const std::string& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg;
-  }
-}
+using test::expect_error;
 
 // The generated config for base 512 with one entry changed or added.
 std::string config_with(const std::string& id, const nlohmann::json& content) {

@@ -1,5 +1,6 @@
 #include "support/test_support.h"
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+
+#include "util/error.h"
 
 namespace deltafin::test {
 
@@ -44,6 +47,22 @@ int run_command(const std::string& command, std::string* output) {
   int status = ::pclose(p);
   if (output) *output = out;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string expect_error(const std::function<void()>& fn, std::initializer_list<std::string> needles) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    for (const std::string& n : needles)
+      EXPECT_NE(msg.find(n), std::string::npos) << "message lacks \"" << n << "\":\n  " << msg;
+    return msg;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected deltafin::Error, got another exception: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "expected an error containing \"" << (needles.size() ? *needles.begin() : "") << "\"";
+  return "";
 }
 
 }  // namespace deltafin::test

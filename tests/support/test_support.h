@@ -1,6 +1,8 @@
 // Helpers shared by every test binary.
 #pragma once
 
+#include <functional>
+#include <initializer_list>
 #include <string>
 
 namespace deltafin::test {
@@ -27,4 +29,16 @@ std::string deltafin_binary();  // the built deltafin executable
 // stdout+stderr.
 int run_command(const std::string& command, std::string* output);
 
+// Runs fn, expects a deltafin::Error whose message contains every needle;
+// returns the message (empty when no error or the wrong type was thrown).
+std::string expect_error(const std::function<void()>& fn, std::initializer_list<std::string> needles);
+
 }  // namespace deltafin::test
+
+// EXPECT_FAILS_WITH(statement, "needle", ...): the statement throws a
+// deltafin::Error naming every needle; failures point at the caller's line.
+#define EXPECT_FAILS_WITH(stmt, ...)                                        \
+  do {                                                                      \
+    SCOPED_TRACE(#stmt);                                                    \
+    ::deltafin::test::expect_error([&]() { stmt; }, {__VA_ARGS__});          \
+  } while (0)

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "util/error.h"
+#include "support/test_support.h"
 
 namespace deltafin {
 namespace {
@@ -26,16 +26,7 @@ const Pretokenizer& k3() {
   return p;
 }
 
-template <typename Fn>
-void expect_error(Fn&& fn, const std::vector<std::string>& fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing \"" << fragments.front() << "\"";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const std::string& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg;
-  }
-}
+using test::expect_error;
 
 TEST(K3Pattern, IsTheSpecPatternVerbatim) {
   // The eight alternatives of k3-model.md §8.2, in order.

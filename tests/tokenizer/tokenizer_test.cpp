@@ -10,7 +10,6 @@
 #include "format/tiktoken_file.h"
 #include "format/tokenizer_config.h"
 #include "support/test_support.h"
-#include "util/error.h"
 
 namespace deltafin {
 namespace {
@@ -33,16 +32,7 @@ const Tokenizer& small() {
   return t;
 }
 
-template <typename Fn>
-void expect_error(Fn&& fn, const std::vector<std::string>& fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing \"" << fragments.front() << "\"";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const std::string& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg;
-  }
-}
+using test::expect_error;
 
 TEST(Tokenizer, EncodesOrdinaryText) {
   EXPECT_EQ(small().encode_ordinary("hello world"), (Ids{259, 263}));
