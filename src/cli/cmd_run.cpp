@@ -8,7 +8,7 @@
 #include "cli/commands.h"
 #include "engine/generate.h"
 #include "engine/loaded_model.h"
-#include "tokenizer/chat_template.h"
+#include "tokenizer/chat_encode.h"
 #include "tokenizer/stream_decoder.h"
 #include "util/error.h"
 
@@ -32,9 +32,7 @@ std::vector<uint32_t> encode_prompt(const Tokenizer& tok, const RunArgs& a) {
   o.thinking = !a.no_thinking;
   o.reasoning_effort = a.effort;
   nlohmann::ordered_json messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", a.prompt}}});
-  return encode_chat(render_chat(messages, o), [&](std::string_view t, bool control) {
-    return control ? tok.encode_with_specials(t) : tok.encode_ordinary(t);
-  });
+  return encode_chat_segments(tok, render_chat(messages, o));
 }
 
 void print_stats(const GenerateStats& st, double load_s) {

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "tokenizer/chat_template.h"
+#include "tokenizer/chat_encode.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -45,9 +45,7 @@ std::vector<uint32_t> encode_chat_request(const Tokenizer& tokenizer, const Toke
   options.reasoning_effort = o.effort;
   std::vector<ChatSegment> segments = render_chat(messages, options);
   *text = render_chat_text(segments);
-  return encode_chat(segments, [&](std::string_view t, bool control) {
-    return control ? tokenizer.encode_with_specials(t) : tokenizer.encode_ordinary(t);
-  });
+  return encode_chat_segments(tokenizer, segments);
 }
 
 int run_tokenize(const TokenizeOptions& o) {
