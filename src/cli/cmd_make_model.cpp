@@ -1,6 +1,5 @@
 // deltafin make-model: generate a small K3-architecture checkpoint.
 #include <cstdio>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "format/k3_config.h"
@@ -33,7 +32,7 @@ int run(const MakeModelArgs& a) {
   o.force = a.force;
   o.progress = !a.quiet;
   GenerateResult r = generate_k3_checkpoint(o);
-  K3Config c = parse_k3_config(k3_config_json(o.dims), "generated config.json");
+  const K3Config& c = r.config;
   std::printf("wrote %s: preset %s, seed %llu, %d layers, %lld experts (top-%lld), hidden %lld\n", a.out.c_str(),
               a.preset.c_str(), static_cast<unsigned long long>(a.seed), static_cast<int>(c.num_hidden_layers),
               static_cast<long long>(c.num_experts), static_cast<long long>(c.num_experts_per_token),

@@ -264,6 +264,7 @@ GenerateResult generate_k3_checkpoint(const GenerateOptions& o) {
   write_file_atomic((fs::path(o.out_dir) / "config.json").string(), config_json.dump(2) + "\n");
   progress.finish();
 
+  result.config = config;
   result.payload_bytes = total;
   result.shards = n;
   result.tensors = tensors.size();

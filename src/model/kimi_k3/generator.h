@@ -11,6 +11,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "format/k3_config.h"
 #include "model/kimi_k3/presets.h"
 
 namespace deltafin {
@@ -25,6 +26,7 @@ struct GenerateOptions {
 };
 
 struct GenerateResult {
+  K3Config config;  // the config written, as the runtime parses it
   uint64_t payload_bytes = 0;
   int shards = 0;
   size_t tensors = 0;
