@@ -8,41 +8,51 @@
 
 namespace deltafin {
 
+Matrix CheckpointSpineSource::matrix(const std::string& name) {
+  TensorRef t = k_.tensor(name);
+  if (t.info->dtype != DType::BF16 || t.info->shape.size() != 2)
+    fail(name, ": expected a BF16 matrix");  // the binder has checked; this guards misuse
+  Matrix m;
+  m.type = WeightType::BF16;
+  m.rows = t.info->shape[0];
+  m.cols = t.info->shape[1];
+  m.storage.resize(t.info->bytes());
+  t.shard->read(*t.info, m.storage.data());
+  return m;
+}
+
+std::vector<float> CheckpointSpineSource::vec(const std::string& name) {
+  TensorRef t = k_.tensor(name);
+  std::vector<uint8_t> raw(t.info->bytes());
+  t.shard->read(*t.info, raw.data());
+  std::vector<float> out(t.info->elements());
+  if (t.info->dtype == DType::F32) {
+    std::memcpy(out.data(), raw.data(), raw.size());
+  } else if (t.info->dtype == DType::BF16) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(load_u16le(&raw[2 * i]));
+  } else {
+    fail(name, ": expected BF16 or F32");
+  }
+  return out;
+}
+
 namespace {
 
+// Counts resident bytes as tensors arrive.
 class Loader {
 public:
-  explicit Loader(const K3Checkpoint& k) : k_(k) {}
+  explicit Loader(SpineTensorSource& s) : s_(s) {}
 
   Matrix matrix(const std::string& name) {
-    TensorRef t = k_.tensor(name);
-    if (t.info->dtype != DType::BF16 || t.info->shape.size() != 2)
-      fail(name, ": expected a BF16 matrix");  // the binder has checked; this guards misuse
-    Matrix m;
-    m.type = WeightType::BF16;
-    m.rows = t.info->shape[0];
-    m.cols = t.info->shape[1];
-    m.storage.resize(t.info->bytes());
-    t.shard->read(*t.info, m.storage.data());
-    bytes += m.storage.size();
+    Matrix m = s_.matrix(name);
+    bytes += m.storage.size() + m.scales.size();
     return m;
   }
 
-  // A BF16 or F32 tensor of any shape, widened to fp32 exactly.
   std::vector<float> vec(const std::string& name) {
-    TensorRef t = k_.tensor(name);
-    std::vector<uint8_t> raw(t.info->bytes());
-    t.shard->read(*t.info, raw.data());
-    std::vector<float> out(t.info->elements());
-    if (t.info->dtype == DType::F32) {
-      std::memcpy(out.data(), raw.data(), raw.size());
-    } else if (t.info->dtype == DType::BF16) {
-      for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(load_u16le(&raw[2 * i]));
-    } else {
-      fail(name, ": expected BF16 or F32");
-    }
-    bytes += out.size() * sizeof(float);
-    return out;
+    std::vector<float> v = s_.vec(name);
+    bytes += v.size() * sizeof(float);
+    return v;
   }
 
   // s = w_norm ⊙ w_proj in fp32: a product of two BF16 values is exact.
@@ -55,14 +65,18 @@ public:
   uint64_t bytes = 0;
 
 private:
-  const K3Checkpoint& k_;
+  SpineTensorSource& s_;
 };
 
 }  // namespace
 
 K3Weights load_k3_weights(const K3Checkpoint& k) {
-  const K3Config& c = k.config;
-  Loader ld(k);
+  CheckpointSpineSource source(k);
+  return load_k3_weights(k.config, source);
+}
+
+K3Weights load_k3_weights(const K3Config& c, SpineTensorSource& source) {
+  Loader ld(source);
   K3Weights w;
   w.embed = ld.matrix("language_model.model.embed_tokens.weight");
   w.lm_head = ld.matrix("language_model.lm_head.weight");

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "format/k3_checkpoint.h"
@@ -12,12 +13,16 @@
 
 namespace deltafin {
 
-// An owned matrix; view() points into its own storage.
+// An owned matrix; view() points into its own storage. Int8Row matrices keep
+// their f16 row scales in `scales` (k3-model.md §5.2); other types leave it empty.
 struct Matrix {
   WeightType type = WeightType::BF16;
   size_t rows = 0, cols = 0;
   std::vector<uint8_t> storage;
-  WeightView view() const { return WeightView{type, rows, cols, storage.data(), nullptr}; }
+  std::vector<uint8_t> scales;
+  WeightView view() const {
+    return WeightView{type, rows, cols, storage.data(), scales.empty() ? nullptr : scales.data()};
+  }
 };
 
 struct KdaWeights {
@@ -57,6 +62,30 @@ struct K3Weights {
   uint64_t bytes = 0;  // resident bytes, for reporting
 };
 
+// Where the spine's tensors come from: a Hugging Face checkpoint (all BF16) or
+// a deltafin store's spine files (BF16 or int8-row). Names are the checkpoint's.
+class SpineTensorSource {
+public:
+  virtual ~SpineTensorSource() = default;
+  // A rank-2 matrix in its stored type (BF16, or Int8Row in an int8-row spine).
+  virtual Matrix matrix(const std::string& name) = 0;
+  // A BF16 or F32 tensor of any shape, widened to fp32 exactly.
+  virtual std::vector<float> vec(const std::string& name) = 0;
+};
+
+// Reads the spine straight from the checkpoint's shards (the resident path).
+class CheckpointSpineSource : public SpineTensorSource {
+public:
+  explicit CheckpointSpineSource(const K3Checkpoint& checkpoint) : k_(checkpoint) {}
+  Matrix matrix(const std::string& name) override;
+  std::vector<float> vec(const std::string& name) override;
+
+private:
+  const K3Checkpoint& k_;
+};
+
+// Every spine tensor of `config`, named as in the checkpoint (k3_tensors.h).
+K3Weights load_k3_weights(const K3Config& config, SpineTensorSource& source);
 K3Weights load_k3_weights(const K3Checkpoint& checkpoint);
 
 }  // namespace deltafin

@@ -1,0 +1,1 @@
+// Placeholder: the expert cache lands here.

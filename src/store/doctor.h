@@ -1,0 +1,19 @@
+// deltafin doctor: checks a store against its manifest and reports every problem.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace deltafin {
+
+struct DoctorReport {
+  uint64_t files_checked = 0, bytes_hashed = 0;
+  std::vector<std::string> problems;  // each names the file (and layer/expert) and what is wrong
+  bool ok() const { return problems.empty(); }
+};
+
+// Manifest, spine and expert files present with the right sizes; with `full`,
+// every SHA-256 as well.
+DoctorReport run_doctor(const std::string& store_dir, bool full);
+
+}  // namespace deltafin

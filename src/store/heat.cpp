@@ -1,0 +1,1 @@
+// Placeholder until the store helper lands heat.cpp.

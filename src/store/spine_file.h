@@ -1,0 +1,28 @@
+// Spine files (design.md §3): one per layer plus one for the globals, each a
+// small header naming its tensors followed by 4 KiB-aligned payloads, so they
+// can be read with direct I/O or mapped. An int8-row spine (k3-model.md §5.2)
+// stores each target matrix as I8 data plus an F16 row-scale tensor.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/kimi_k3/weights.h"
+#include "store/store_manifest.h"
+
+namespace deltafin {
+
+class K3Checkpoint;
+
+// True for the tensors §5.2 quantises in int8-row mode.
+bool int8_row_target(const std::string& tensor_name);
+
+// §5.2 row quantisation of a BF16 matrix: int8 data and f16 scales. Throws
+// naming `name` and the row on a non-finite value.
+Matrix quantize_int8_row(const std::string& name, const Matrix& bf16);
+
+// Spine tensors from a store's spine/ files (the engine's resident path).
+std::unique_ptr<SpineTensorSource> open_store_spine(const std::string& store_dir, const StoreManifest& m);
+
+}  // namespace deltafin

@@ -1,0 +1,67 @@
+// store.json: the manifest of a deltafin store (design.md §3). It names the
+// source checkpoint, the spine files and their format, the drives with their
+// measured bandwidth, and for every (layer, expert) its drives and hashes.
+// Written last by setup (atomically), so a store with a manifest is complete.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace deltafin {
+
+constexpr int kStoreManifestVersion = 1;
+
+enum class SpineFormat { BF16, Int8Row };
+const char* spine_format_name(SpineFormat f);            // "bf16" | "int8-row"
+SpineFormat parse_spine_format(const std::string& name);  // else a named error
+
+struct SourceFile {
+  std::string name;      // relative to the source checkpoint directory
+  uint64_t bytes = 0;
+  std::string sha256;    // hex; empty for safetensors shards (their experts are hashed one by one)
+};
+
+struct StoreDrive {
+  std::string path;            // absolute
+  double read_bytes_per_s = 0; // setup's direct-read probe
+};
+
+struct SpineFileEntry {
+  std::string path;  // relative to the store directory, e.g. "spine/L003.bin"
+  uint64_t bytes = 0;
+  std::string sha256;
+};
+
+struct ExpertEntry {
+  std::vector<uint16_t> drives;     // indexes into drives; first = primary; empty for non-MoE layers
+  std::array<uint8_t, 32> sha256{};  // of the released bytes
+  uint32_t crc32c = 0;               // of the same bytes, checked on every read
+};
+
+struct StoreManifest {
+  int version = kStoreManifestVersion;
+  std::string source_dir;
+  std::vector<SourceFile> source_files;
+  SpineFormat spine_format = SpineFormat::BF16;
+  std::string spine_reason;          // why setup chose this format (auto) or "requested"
+  uint64_t spine_bytes = 0;          // resident bytes once loaded
+  std::vector<SpineFileEntry> spine_files;
+  std::vector<StoreDrive> drives;
+  int64_t layers = 0, experts = 0;   // num_hidden_layers, n_routed_experts
+  uint64_t expert_bytes = 0;         // every record has this size (k3_expert_record_bytes)
+  std::vector<ExpertEntry> entries;  // [layer * experts + expert]
+
+  const ExpertEntry& entry(int64_t layer, int64_t expert) const;
+  // <drive>/deltafin-experts/L{layer:03d}/E{expert:03d}.bin
+  std::string expert_path(int drive, int64_t layer, int64_t expert) const;
+};
+
+std::string expert_relative_path(int64_t layer, int64_t expert);  // deltafin-experts/L001/E007.bin
+
+// store_dir/store.json; every field checked, errors name the file and field.
+StoreManifest load_store_manifest(const std::string& store_dir);
+void save_store_manifest(const std::string& store_dir, const StoreManifest& m);  // atomic
+
+}  // namespace deltafin
