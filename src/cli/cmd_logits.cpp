@@ -3,7 +3,9 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "engine/loaded_model.h"
+#include <algorithm>
+
+#include "cli/model_options.h"
 #include "format/npy.h"
 #include "util/error.h"
 
@@ -11,8 +13,9 @@ namespace deltafin::cli {
 
 namespace {
 struct LogitsArgs {
-  std::string model, tokens, out;
-  int threads = 1;
+  ModelArgs model;
+  std::string tokens, out;
+  int64_t step = 0;
 };
 
 std::vector<uint32_t> parse_token_list(const std::string& s) {
@@ -37,13 +40,23 @@ std::vector<uint32_t> parse_token_list(const std::string& s) {
 
 int run(const LogitsArgs& a) {
   std::vector<uint32_t> ids = parse_token_list(a.tokens);
-  auto m = load_k3_resident(a.model, a.threads);
+  auto m = load_model(a.model);
   for (uint32_t id : ids)
-    if (id >= m->checkpoint.config.vocab_size)
-      fail("--tokens: id ", id, " is outside the vocabulary of ", m->checkpoint.config.vocab_size);
-  K3Session session(m->checkpoint.config);
-  Rows logits = m->model->forward(session, ids, true);
+    if (id >= m->config.vocab_size)
+      fail("--tokens: id ", id, " is outside the vocabulary of ", m->config.vocab_size);
+  K3Session session(m->config);
+  // --step N runs the positions N at a time (1 = token-by-token decode): the
+  // logits must not change by a bit (design.md §5).
+  const size_t step = a.step > 0 ? static_cast<size_t>(a.step) : ids.size();
+  Rows logits(ids.size(), static_cast<size_t>(m->config.vocab_size));
+  for (size_t at = 0; at < ids.size(); at += step) {
+    const size_t n = std::min(step, ids.size() - at);
+    Rows part = m->model->forward(session, std::span<const uint32_t>(ids).subspan(at, n), true);
+    std::copy(part.v.begin(), part.v.end(), logits.row(at));
+  }
+  m->save_heat();
   write_npy_f32(a.out, {logits.T, logits.n}, logits.v.data());
+  std::fprintf(stderr, "%s\n", m->describe().c_str());
   std::printf("wrote %s: float32 logits [%zu, %zu]\n", a.out.c_str(), logits.T, logits.n);
   return 0;
 }
@@ -52,10 +65,12 @@ int run(const LogitsArgs& a) {
 Command add_logits(CLI::App& app) {
   auto a = std::make_shared<LogitsArgs>();
   CLI::App* sub = app.add_subcommand("logits", "Write the logits of every position of a token list as .npy");
-  sub->add_option("--model", a->model, "Hugging Face checkpoint directory")->required();
+  add_model_options(sub, a->model);
   sub->add_option("--tokens", a->tokens, "Comma-separated token ids, e.g. 1,2,3")->required();
   sub->add_option("--out", a->out, "Output .npy file (float32 [T, vocab])")->required();
-  sub->add_option("--threads", a->threads, "Worker threads")->capture_default_str();
+  sub->add_option("--step", a->step, "Positions per forward pass (0 = all at once, 1 = decode one by one)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   return {sub, [a] { return run(*a); }};
 }
 

@@ -7,7 +7,8 @@
 
 #include "cli/commands.h"
 #include "engine/generate.h"
-#include "engine/loaded_model.h"
+#include "cli/model_options.h"
+#include "engine/run_stats.h"
 #include "tokenizer/chat_encode.h"
 #include "tokenizer/stream_decoder.h"
 #include "util/error.h"
@@ -20,10 +21,10 @@ std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted.store(true); }
 
 struct RunArgs {
-  std::string model, prompt, effort = "max";
+  ModelArgs model;
+  std::string prompt, effort = "max";
   bool chat = false, no_thinking = false, stats = false, ignore_eos = false;
   int64_t max_new = 128;
-  int threads = 1;
 };
 
 std::vector<uint32_t> encode_prompt(const Tokenizer& tok, const RunArgs& a) {
@@ -52,14 +53,20 @@ void print_stats(const GenerateStats& st, double load_s) {
 }
 
 int run(const RunArgs& a) {
-  auto m = load_k3_resident(a.model, a.threads);
+  auto m = load_model(a.model);
+  if (a.stats || m->spine_format != "bf16") std::fprintf(stderr, "%s\n", m->describe().c_str());
+  if (a.stats && m->stream) std::fprintf(stderr, "%s\n", m->memory.describe().c_str());
+  if (m->stream && !m->stream->reader().engine_note().empty())
+    std::fprintf(stderr, "note: %s\n", m->stream->reader().engine_note().c_str());
   std::vector<uint32_t> prompt = encode_prompt(*m->tokenizer, a);
-  K3Session session(m->checkpoint.config);
+  K3Session session(m->config);
   GenerateParams p;
   p.max_new = a.max_new;
   p.eos = m->tokenizer->eos_id();
   p.ignore_eos = a.ignore_eos;
   p.stop = &g_interrupted;
+  RunStatsCollector collector(*m);
+  if (m->stream) p.observer = &collector;
   g_interrupted.store(false);
   std::signal(SIGINT, on_sigint);
 
@@ -74,7 +81,13 @@ int run(const RunArgs& a) {
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::printf("\n");
   std::signal(SIGINT, SIG_DFL);
+  m->save_heat();
   if (a.stats) print_stats(st, m->load_seconds);
+  if (a.stats && m->stream) {
+    for (size_t i = 0; i < collector.steps().size(); ++i)
+      std::fprintf(stderr, "%s\n", RunStatsCollector::format_step(i, collector.steps()[i]).c_str());
+    std::fprintf(stderr, "%s", collector.summary().c_str());
+  }
   if (st.reason == StopReason::Interrupted) {
     std::fprintf(stderr, "[interrupted after %lld tokens]\n", static_cast<long long>(st.new_tokens));
     return 130;
@@ -86,7 +99,7 @@ int run(const RunArgs& a) {
 Command add_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   CLI::App* sub = app.add_subcommand("run", "Generate text (greedy) from a prompt");
-  sub->add_option("--model", a->model, "Hugging Face checkpoint directory (all weights resident)")->required();
+  add_model_options(sub, a->model);
   sub->add_option("--prompt", a->prompt, "The prompt (raw text, or the user message with --chat)")->required();
   sub->add_flag("--chat", a->chat, "Render the prompt as a user message with the K3 chat template");
   sub->add_option("--reasoning-effort", a->effort, "Chat: thinking effort")
@@ -96,7 +109,6 @@ Command add_run(CLI::App& app) {
   sub->add_option("--max-new", a->max_new, "Most tokens to generate")->check(CLI::NonNegativeNumber)->capture_default_str();
   sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past <|end_of_msg|> (fixed-length benchmarks)");
   sub->add_flag("--stats", a->stats, "Print per-token times and prefill/decode tokens/s");
-  sub->add_option("--threads", a->threads, "Worker threads")->check(CLI::PositiveNumber)->capture_default_str();
   return {sub, [a] { return run(*a); }};
 }
 

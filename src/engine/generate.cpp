@@ -29,7 +29,9 @@ GenerateStats generate(K3Model& model, K3Session& session, const std::vector<uin
   if (p.max_new <= 0) return st;
 
   auto t0 = clock::now();
+  if (p.observer) p.observer->step_begin(true);
   Rows logits = model.forward(session, prompt, false);
+  if (p.observer) p.observer->step_end(true);
   st.prefill_seconds = std::chrono::duration<double>(clock::now() - t0).count();
   const size_t V = logits.n;
   for (;;) {
@@ -42,7 +44,9 @@ GenerateStats generate(K3Model& model, K3Session& session, const std::vector<uin
     if (p.stop && p.stop->load()) return st.reason = StopReason::Interrupted, st;
     auto ts = clock::now();
     const uint32_t one[1] = {next};
+    if (p.observer) p.observer->step_begin(false);
     logits = model.forward(session, one, false);
+    if (p.observer) p.observer->step_end(false);
     st.token_ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - ts).count());
   }
 }

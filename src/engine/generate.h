@@ -12,12 +12,22 @@
 
 namespace deltafin {
 
+// Told before and after every forward pass (the prefill, then each decode
+// step), e.g. to attribute bytes read and cache hits to tokens.
+class StepObserver {
+public:
+  virtual ~StepObserver() = default;
+  virtual void step_begin(bool prefill) = 0;
+  virtual void step_end(bool prefill) = 0;
+};
+
 struct GenerateParams {
   int64_t max_new = 256;
   int64_t context_limit = 0;               // 0 = the config's max_position_embeddings
   uint32_t eos = 0;                        // <|end_of_msg|>
   bool ignore_eos = false;                 // benchmarks: keep going past eos for a fixed token count
   const std::atomic<bool>* stop = nullptr; // set by a signal handler: stop after the current token
+  StepObserver* observer = nullptr;
 };
 
 enum class StopReason { Eos, MaxNew, ContextFull, Interrupted };

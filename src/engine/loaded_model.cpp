@@ -1,23 +1,107 @@
 #include "engine/loaded_model.h"
 
 #include <chrono>
+#include <sstream>
 
+#include "store/spine_file.h"
 #include "util/error.h"
+#include "util/progress.h"
 
 namespace deltafin {
+
+namespace {
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+LoadedK3::~LoadedK3() {
+  // The model and lookahead go before the source; the source's reader stops
+  // before the monitor and heat it reports into.
+  model.reset();
+  lookahead.reset();
+  experts.reset();
+}
+
+void LoadedK3::save_heat() {
+  if (heat && !store_dir.empty()) heat->save(store_dir);
+}
+
+std::string LoadedK3::describe() const {
+  std::ostringstream o;
+  o << "spine " << spine_format;
+  if (spine_format != "bf16") o << " (NOT weight-exact: int8-row spine)";
+  if (!stream) {
+    o << "; experts resident";
+  } else {
+    o << "; experts streamed from " << manifest->drives.size() << " drive(s), cache "
+      << human_bytes(static_cast<double>(memory.cache_bytes())) << ", lookahead "
+      << lookahead_mode_name(lookahead ? lookahead->mode() : LookaheadMode::Off) << ", io "
+      << io_engine_name(stream->reader().engine());
+  }
+  return o.str();
+}
 
 std::unique_ptr<LoadedK3> load_k3_resident(const std::string& dir, int threads) {
   if (threads < 1) fail("--threads must be at least 1, got ", threads);
   auto t0 = std::chrono::steady_clock::now();
   auto m = std::make_unique<LoadedK3>();
-  m->checkpoint = load_k3_checkpoint(dir);
-  m->weights = load_k3_weights(m->checkpoint);
-  m->experts = std::make_unique<ResidentExpertSource>(m->checkpoint);
+  K3Checkpoint checkpoint = load_k3_checkpoint(dir);
+  m->config = checkpoint.config;
+  m->weights = load_k3_weights(checkpoint);
+  m->experts = std::make_unique<ResidentExpertSource>(checkpoint);
   // load_k3_checkpoint has checked vocab_size == tiktoken ranks + 256, the tokenizer's size.
   m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(dir));
   m->pool = std::make_unique<ThreadPool>(threads);
-  m->model = std::make_unique<K3Model>(m->checkpoint.config, m->weights, *m->experts, m->pool.get());
-  m->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  m->model = std::make_unique<K3Model>(m->config, m->weights, *m->experts, m->pool.get());
+  m->load_seconds = since(t0);
+  return m;
+}
+
+std::unique_ptr<LoadedK3> load_k3_store(const std::string& store_dir, const EngineOptions& o) {
+  if (o.threads < 1) fail("--threads must be at least 1, got ", o.threads);
+  auto t0 = std::chrono::steady_clock::now();
+  auto m = std::make_unique<LoadedK3>();
+  m->store_dir = store_dir;
+  m->manifest = std::make_unique<StoreManifest>(load_store_manifest(store_dir));
+  const StoreManifest& man = *m->manifest;
+  m->config = load_k3_config(store_dir + "/config.json");
+  const K3Config& c = m->config;
+  if (c.num_hidden_layers != man.layers || c.num_experts != man.experts)
+    fail(store_dir, "/store.json: ", man.layers, " layers x ", man.experts, " experts, but config.json says ",
+         c.num_hidden_layers, " x ", c.num_experts);
+  m->spine_format = spine_format_name(man.spine_format);
+  m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(store_dir));
+  if (static_cast<int64_t>(m->tokenizer->vocab_size()) != c.vocab_size)
+    fail(store_dir, ": the tokenizer has ", m->tokenizer->vocab_size(), " ids but config.json's vocab_size is ", c.vocab_size);
+
+  uint64_t moe_experts = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) moe_experts += c.is_moe_layer(l) ? c.num_experts : 0;
+  m->memory = plan_memory(man.spine_bytes, man.expert_bytes, moe_experts, c.num_experts_per_token, o.cache_gb,
+                          o.pin_gb, o.lookahead != LookaheadMode::Off);
+
+  auto spine = open_store_spine(store_dir, man);
+  m->weights = load_k3_weights(c, *spine);
+  spine.reset();
+
+  m->heat = std::make_unique<HeatHistogram>(HeatHistogram::load(store_dir, c.num_hidden_layers, c.num_experts));
+  m->monitor = std::make_unique<Monitor>(man.drives.size());
+  if (!o.trace.empty()) m->monitor->open_trace(o.trace);
+  StreamOptions so;
+  so.cache_slots = m->memory.cache_slots;
+  so.pinned_slots = m->memory.pinned_slots;
+  so.reader = o.reader;
+  auto source = std::make_unique<StreamingExpertSource>(man, so, m->heat.get(), m->monitor.get(), c.num_experts_per_token);
+  m->stream = source.get();
+  m->experts = std::move(source);
+  m->stream->warm_pinned();
+  m->pool = std::make_unique<ThreadPool>(o.threads);
+  m->model = std::make_unique<K3Model>(m->config, m->weights, *m->experts, m->pool.get());
+  if (o.lookahead != LookaheadMode::Off) {
+    m->lookahead = std::make_unique<RouteLookahead>(m->config, m->weights, o.lookahead, m->pool.get());
+    m->model->set_lookahead(m->lookahead.get());
+  }
+  m->load_seconds = since(t0);
   return m;
 }
 

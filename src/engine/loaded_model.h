@@ -1,28 +1,53 @@
-// Everything needed to run a K3-architecture checkpoint directory with all
-// weights resident: the bound checkpoint, the spine in RAM, the experts (here
-// read into RAM; the store issue streams them), the tokenizer and a model.
+// Everything needed to run a K3-architecture model: the config, the spine in
+// RAM, an expert source, the tokenizer and the model. Two ways in: a Hugging
+// Face checkpoint directory with every expert read into RAM (resident, the
+// reference), or a deltafin store whose experts stream from its drives.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "engine/engine_options.h"
+#include "engine/memory_plan.h"
+#include "engine/streaming_source.h"
 #include "format/k3_checkpoint.h"
+#include "model/kimi_k3/lookahead.h"
 #include "model/kimi_k3/model.h"
+#include "store/heat.h"
+#include "store/store_manifest.h"
 #include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
 
 namespace deltafin {
 
 struct LoadedK3 {
-  K3Checkpoint checkpoint;
+  K3Config config;
+  std::string spine_format = "bf16";  // "bf16" or "int8-row" (not weight-exact, always announced)
+  // Store runs only: manifest, heat, monitor, memory plan.
+  std::string store_dir;
+  std::unique_ptr<StoreManifest> manifest;
+  std::unique_ptr<HeatHistogram> heat;
+  std::unique_ptr<Monitor> monitor;
+  MemoryPlan memory;
+
   K3Weights weights;
   std::unique_ptr<ExpertSource> experts;
+  StreamingExpertSource* stream = nullptr;  // = experts when streaming
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<RouteLookahead> lookahead;
   std::unique_ptr<K3Model> model;
   double load_seconds = 0;
+
+  ~LoadedK3();
+  // Writes the heat histogram back to the store (atomically), if streaming.
+  void save_heat();
+  // One line for outputs that report configuration: spine format (with the
+  // int8-row warning), experts source, cache, lookahead, I/O engine.
+  std::string describe() const;
 };
 
 std::unique_ptr<LoadedK3> load_k3_resident(const std::string& dir, int threads);
+std::unique_ptr<LoadedK3> load_k3_store(const std::string& store_dir, const EngineOptions& options);
 
 }  // namespace deltafin

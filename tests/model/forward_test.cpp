@@ -62,7 +62,7 @@ class ForwardVsReference : public ::testing::TestWithParam<uint64_t> {};
 TEST_P(ForwardVsReference, AllPositionsWithinTolerance) {
   const uint64_t seed = GetParam();
   auto m = load_k3_resident(tiny_dir(seed), 1);
-  const K3Config& c = m->checkpoint.config;
+  const K3Config& c = m->config;
   std::vector<uint32_t> tokens = prompt_tokens(seed, 16, static_cast<uint32_t>(c.vocab_size));
   K3Session s(c);
   Rows logits = m->model->forward(s, tokens, true);
@@ -73,7 +73,7 @@ TEST_P(ForwardVsReference, AllPositionsWithinTolerance) {
     for (const Route& r : m->model->last_routes()[l]) forced[l].emplace_back(r.experts.begin(), r.experts.end());
   test::ReferenceOptions opt;
   opt.forced_routes = &forced;
-  test::ReferenceResult ref = test::reference_forward(m->checkpoint, tokens, opt);
+  test::ReferenceResult ref = test::reference_forward(load_k3_checkpoint(tiny_dir(seed)), tokens, opt);
 
   double worst = 0;
   for (size_t t = 0; t < tokens.size(); ++t) {
@@ -86,7 +86,7 @@ TEST_P(ForwardVsReference, AllPositionsWithinTolerance) {
               static_cast<unsigned long long>(seed), tokens.size(), worst);
 
   // Our own selections agree with the reference's wherever its margin is clear.
-  test::ReferenceResult free_ref = test::reference_forward(m->checkpoint, tokens);
+  test::ReferenceResult free_ref = test::reference_forward(load_k3_checkpoint(tiny_dir(seed)), tokens);
   for (size_t l = 1; l < forced.size(); ++l)
     for (size_t t = 0; t < tokens.size(); ++t)
       if (free_ref.route_margins[l][t] > 1e-4) {
@@ -97,7 +97,7 @@ TEST_P(ForwardVsReference, AllPositionsWithinTolerance) {
 TEST_P(ForwardVsReference, GreedyTokensAgreeFor32Steps) {
   const uint64_t seed = GetParam();
   auto m = load_k3_resident(tiny_dir(seed), 1);
-  const K3Config& c = m->checkpoint.config;
+  const K3Config& c = m->config;
   std::vector<uint32_t> seq = prompt_tokens(seed + 100, 6, static_cast<uint32_t>(c.vocab_size));
   const size_t prompt = seq.size();
   K3Session s(c);
@@ -110,7 +110,7 @@ TEST_P(ForwardVsReference, GreedyTokensAgreeFor32Steps) {
   }
   // Teacher-forced reference over the whole sequence: its argmax at each position
   // must be the token we generated there.
-  test::ReferenceResult ref = test::reference_forward(m->checkpoint, seq);
+  test::ReferenceResult ref = test::reference_forward(load_k3_checkpoint(tiny_dir(seed)), seq);
   for (size_t t = prompt - 1; t + 1 < seq.size(); ++t) {
     const std::vector<double>& r = ref.logits[t];
     size_t best = 0;
@@ -124,7 +124,7 @@ INSTANTIATE_TEST_SUITE_P(Seeds, ForwardVsReference, ::testing::Values(1, 2, 3));
 
 TEST(ForwardBitIdentity, DecodeEqualsOnePassEqualsChunksOfThree) {
   auto m = load_k3_resident(tiny_dir(1), 1);
-  const K3Config& c = m->checkpoint.config;
+  const K3Config& c = m->config;
   std::vector<uint32_t> tokens = prompt_tokens(9, 11, static_cast<uint32_t>(c.vocab_size));
   const size_t V = static_cast<size_t>(c.vocab_size);
 
@@ -153,7 +153,7 @@ TEST(ForwardBitIdentity, DecodeEqualsOnePassEqualsChunksOfThree) {
 TEST(ForwardBitIdentity, OneThreadEqualsTwoThreads) {
   auto m1 = load_k3_resident(tiny_dir(2), 1);
   auto m2 = load_k3_resident(tiny_dir(2), 2);
-  const K3Config& c = m1->checkpoint.config;
+  const K3Config& c = m1->config;
   std::vector<uint32_t> tokens = prompt_tokens(4, 9, static_cast<uint32_t>(c.vocab_size));
   K3Session a(c), b(c);
   Rows x = m1->model->forward(a, tokens, true);
@@ -164,7 +164,7 @@ TEST(ForwardBitIdentity, OneThreadEqualsTwoThreads) {
 
 TEST(ForwardBitIdentity, SnapshotRestoreReplaysExactly) {
   auto m = load_k3_resident(tiny_dir(3), 1);
-  const K3Config& c = m->checkpoint.config;
+  const K3Config& c = m->config;
   std::vector<uint32_t> tokens = prompt_tokens(5, 10, static_cast<uint32_t>(c.vocab_size));
   K3Session s(c);
   m->model->forward(s, std::span<const uint32_t>(tokens.data(), 6), false);
@@ -181,7 +181,7 @@ TEST(ForwardBitIdentity, SnapshotRestoreReplaysExactly) {
 
 TEST(ForwardBitIdentity, EveryIsaPathGivesTheSameLogits) {
   auto m = load_k3_resident(tiny_dir(1), 1);
-  const K3Config& c = m->checkpoint.config;
+  const K3Config& c = m->config;
   std::vector<uint32_t> tokens = prompt_tokens(21, 7, static_cast<uint32_t>(c.vocab_size));
   const Isa best = detect_isa();
   std::vector<Isa> paths = {Isa::Scalar};

@@ -5,6 +5,14 @@
 
 namespace deltafin {
 
+void ExpertSource::for_each_ready(int64_t layer, std::span<const int64_t> experts,
+                                  const std::function<void(size_t, const uint8_t*)>& use) {
+  for (size_t i = 0; i < experts.size(); ++i) {
+    ExpertHandle h = get(layer, experts[i]);
+    use(i, h.data);
+  }
+}
+
 ResidentExpertSource::ResidentExpertSource(const K3Checkpoint& k)
     : layers_(k.config.num_hidden_layers), experts_(k.config.num_experts) {
   records_.resize(static_cast<size_t>(layers_ * experts_));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -24,8 +25,20 @@ public:
   virtual ~ExpertSource() = default;
   // Blocks until the record of (layer, expert) is available.
   virtual ExpertHandle get(int64_t layer, int64_t expert) = 0;
-  // A hint that these experts of `layer` are needed next; may start reads.
+  // Calls use(i, record) once for each experts[i] on the calling thread:
+  // experts already in RAM first, then each missing one as its read lands, so
+  // compute overlaps the reads. The caller keeps results per expert and
+  // combines them in its own fixed order, so the order of calls never changes
+  // a bit of the output. The record is valid only during the call.
+  virtual void for_each_ready(int64_t layer, std::span<const int64_t> experts,
+                              const std::function<void(size_t index, const uint8_t* record)>& use);
+  // A hint that these experts of `layer` are needed soon; may start reads.
+  // Experts of `layer` hinted but not then requested are dropped when the
+  // layer's real request comes.
   virtual void prefetch(int64_t /*layer*/, std::span<const int64_t> /*experts*/) {}
+  // A forward pass over `positions` new positions starts / ended (accounting).
+  virtual void begin_pass(size_t /*positions*/) {}
+  virtual void end_pass() {}
 };
 
 // All experts read from the checkpoint into RAM at construction.

@@ -1,5 +1,7 @@
 #include "model/kimi_k3/model.h"
 
+#include "model/kimi_k3/lookahead.h"
+
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "util/error.h"
@@ -58,6 +60,13 @@ Rows K3Model::forward(K3Session& session, std::span<const uint32_t> tokens, bool
   }
   std::vector<Rows> anchors;
   routes_.assign(static_cast<size_t>(c_.num_hidden_layers), {});
+  experts_.begin_pass(T);
+  // Layer 1 has no PILOT prediction (layer 0 has no router): the previous
+  // token's layer-1 route is the hint, read while layer 0 runs.
+  if (lookahead_) {
+    std::vector<int64_t> first = lookahead_->plan_first_layer();
+    if (!first.empty()) experts_.prefetch(1, first);
+  }
 
   Rows x_attn(T, d), normed(T, d), a(T, d), p(T, d), x_mlp(T, d), f(T, d);
   auto mix_rows = [&](const Rows& last, const std::vector<float>& s, Rows& out) {
@@ -90,6 +99,12 @@ Rows K3Model::forward(K3Session& session, std::span<const uint32_t> tokens, bool
       for (size_t j = 0; j < p.v.size(); ++j) p.v[j] = h.v[j] + a.v[j];
     }
     mix_rows(p, lw.s_mlp, x_mlp);
+    // Predict layer i+1's experts from this x_mlp and start their reads now,
+    // so they overlap this layer's reads and compute (§11).
+    if (lookahead_ && i + 1 < c_.num_hidden_layers && c_.is_moe_layer(i + 1) && i >= 1) {
+      std::vector<int64_t> next = lookahead_->plan(i + 1, x_mlp);
+      if (!next.empty()) experts_.prefetch(i + 1, next);
+    }
     for (size_t t = 0; t < T; ++t) rmsnorm(x_mlp.row(t), lw.post_attention_norm.data(), d, eps, normed.row(t));
     if (c_.is_moe_layer(i))
       moe(i, normed, f);
@@ -98,6 +113,7 @@ Rows K3Model::forward(K3Session& session, std::span<const uint32_t> tokens, bool
     for (size_t j = 0; j < h.v.size(); ++j) h.v[j] = p.v[j] + f.v[j];
   }
   session.advance(static_cast<int64_t>(T));
+  experts_.end_pass();
 
   // Tail: Mix over the anchors and h, final norm, lm_head.
   const size_t first = all_logits ? 0 : T - 1, rows = T - first;

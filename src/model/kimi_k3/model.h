@@ -15,6 +15,7 @@
 namespace deltafin {
 
 class ThreadPool;
+class RouteLookahead;
 
 // Rows of T activations of width n, contiguous: row t is data() + t * n.
 struct Rows {
@@ -42,6 +43,9 @@ public:
   // for the last one.
   Rows forward(K3Session& session, std::span<const uint32_t> tokens, bool all_logits);
 
+  // Route lookahead (nullptr = none): predictions become experts_.prefetch() hints.
+  void set_lookahead(RouteLookahead* lookahead) { lookahead_ = lookahead; }
+
   // The routes of the last forward() call, [layer][position] (layer 0 empty).
   const std::vector<std::vector<Route>>& last_routes() const { return routes_; }
   const K3Config& config() const { return c_; }
@@ -58,8 +62,12 @@ private:
   const K3Weights& w_;
   ExpertSource& experts_;
   ThreadPool* pool_;
+  RouteLookahead* lookahead_ = nullptr;
   std::vector<std::vector<Route>> routes_;
 };
+
+// The k experts of highest choice score, descending, ties to the lower id (§7.7).
+std::vector<int64_t> top_k_experts(const float* choice, size_t experts, size_t k);
 
 // argmax with the first (lowest) index on ties (k3-model.md §7.8).
 uint32_t argmax_first(const float* logits, size_t n);

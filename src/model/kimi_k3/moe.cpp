@@ -8,9 +8,20 @@
 #include "format/k3_tensors.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "model/kimi_k3/lookahead.h"
 #include "model/kimi_k3/model.h"
 
 namespace deltafin {
+
+std::vector<int64_t> top_k_experts(const float* choice, size_t E, size_t k) {
+  std::vector<int64_t> order(E);
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), [&](int64_t a, int64_t b) {
+    return choice[a] != choice[b] ? choice[a] > choice[b] : a < b;
+  });
+  order.resize(k);
+  return order;
+}
 
 Route K3Model::route(const MoeWeights& w, const float* z) const {
   const size_t E = static_cast<size_t>(c_.num_experts), k = static_cast<size_t>(c_.num_experts_per_token);
@@ -20,13 +31,8 @@ Route K3Model::route(const MoeWeights& w, const float* z) const {
     choice[e] = sigma[e] + w.correction_bias[e];
   }
   // Decision (§7.7): descending choice, ties to the lower id.
-  std::vector<int64_t> order(E);
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), [&](int64_t a, int64_t b) {
-    return choice[a] != choice[b] ? choice[a] > choice[b] : a < b;
-  });
   Route r;
-  r.experts.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k));
+  r.experts = top_k_experts(choice.data(), E, k);
   float den = 0.0f;
   for (int64_t e : r.experts) den = den + sigma[static_cast<size_t>(e)];
   den = den + 1e-20f;
@@ -47,17 +53,23 @@ void K3Model::moe(int64_t layer, const Rows& x, Rows& out) {
   std::vector<Route>& routes = routes_[static_cast<size_t>(layer)];
   routes.clear();
   for (size_t t = 0; t < T; ++t) routes.push_back(route(w, z.row(t)));
+  if (lookahead_) lookahead_->observe(layer, routes);
 
   // Each expert is fetched once and applied to every row routed to it, as one
-  // batched product (the kernels make that equal to per-row products).
+  // batched product (the kernels make that equal to per-row products). The
+  // source hands experts over as they become available (hits first, misses as
+  // they land); each result goes to its own (row, slot) place and the combine
+  // below runs in the decided order, so arrival order cannot change a bit.
   std::map<int64_t, std::vector<std::pair<size_t, size_t>>> users;  // expert -> (row, slot)
   for (size_t t = 0; t < T; ++t)
     for (size_t i = 0; i < k; ++i) users[routes[t].experts[i]].push_back({t, i});
+  std::vector<int64_t> needed;
+  std::vector<const std::vector<std::pair<size_t, size_t>>*> needed_rows;
+  for (const auto& [e, rows] : users) needed.push_back(e), needed_rows.push_back(&rows);
   std::vector<float> expert_out(T * k * lat);  // [row][slot][lat]
   const uint64_t w1 = mid * lat / 2, s1 = mid * lat / 32, w2 = lat * mid / 2, s2 = lat * mid / 32;
-  for (const auto& [e, rows] : users) {
-    ExpertHandle hnd = experts_.get(layer, e);
-    const uint8_t* p = hnd.data;
+  experts_.for_each_ready(layer, needed, [&](size_t index, const uint8_t* p) {
+    const auto& rows = *needed_rows[index];
     WeightView W1{WeightType::MXFP4, mid, lat, p, p + w1};
     WeightView W2{WeightType::MXFP4, lat, mid, p + w1 + s1, p + w1 + s1 + w2};
     WeightView W3{WeightType::MXFP4, mid, lat, p + w1 + s1 + w2 + s2, p + w1 + s1 + w2 + s2 + w1};
@@ -70,7 +82,7 @@ void K3Model::moe(int64_t layer, const Rows& x, Rows& out) {
     matmul(W2, hid.v.data(), n, y.v.data(), pool_);
     for (size_t j = 0; j < n; ++j)
       std::copy(y.row(j), y.row(j) + lat, expert_out.data() + (rows[j].first * k + rows[j].second) * lat);
-  }
+  });
 
   // r = sum_i out_i * w_i in the decided order: each product rounded, then added.
   Rows r(T, lat), routed(T, out.n);

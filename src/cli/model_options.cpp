@@ -1,0 +1,44 @@
+#include "cli/model_options.h"
+
+#include "util/error.h"
+
+namespace deltafin::cli {
+
+void add_model_options(CLI::App* sub, ModelArgs& a) {
+  auto* model = sub->add_option("--model", a.model, "Hugging Face checkpoint directory (all weights resident)");
+  auto* store = sub->add_option("--store", a.store, "deltafin store directory (experts streamed from its drives)");
+  model->excludes(store);
+  sub->add_option("--threads", a.threads, "Worker threads")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--cache-gb", a.cache_gb, "Store: GB of RAM for the expert cache (default: 70% of free RAM after the spine)");
+  sub->add_option("--pin-gb", a.pin_gb, "Store: GB of RAM pinned to the hottest experts (heat histogram)")->capture_default_str();
+  sub->add_option("--lookahead", a.lookahead, "Store: route-lookahead prefetch")
+      ->check(CLI::IsMember({"on", "off", "auto"}))
+      ->capture_default_str();
+  sub->add_option("--io", a.io, "Store: I/O engine")->check(CLI::IsMember({"uring", "pread"}))->capture_default_str();
+  sub->add_option("--queue-depth", a.queue_depth, "Store: reads in flight per drive")->check(CLI::Range(1, 256))->capture_default_str();
+  sub->add_option("--chunk-mb", a.chunk_mb, "Store: read size in MB (rounded to 4 KiB)")->check(CLI::Range(0.004096, 1024.0))->capture_default_str();
+  sub->add_flag("--buffered", a.buffered, "Store: buffered reads instead of O_DIRECT (for file systems that refuse it)");
+  sub->add_option("--trace", a.trace, "Store: write every expert read and hit as JSON lines to this file");
+}
+
+std::unique_ptr<LoadedK3> load_model(const ModelArgs& a) {
+  if (a.model.empty() == a.store.empty()) fail("give exactly one of --model (checkpoint) or --store (deltafin store)");
+  if (!a.model.empty()) {
+    if (a.cache_gb || a.pin_gb != 0 || !a.trace.empty())
+      fail("--cache-gb, --pin-gb and --trace apply to --store runs (with --model every expert is resident)");
+    return load_k3_resident(a.model, a.threads);
+  }
+  EngineOptions o;
+  o.threads = a.threads;
+  o.cache_gb = a.cache_gb;
+  o.pin_gb = a.pin_gb;
+  o.lookahead = parse_lookahead_mode(a.lookahead);
+  o.reader.engine = parse_io_engine(a.io);
+  o.reader.queue_depth = a.queue_depth;
+  o.reader.chunk_bytes = std::max<uint64_t>(4096, static_cast<uint64_t>(a.chunk_mb * 1e6) / 4096 * 4096);
+  o.reader.direct = !a.buffered;
+  o.trace = a.trace;
+  return load_k3_store(a.store, o);
+}
+
+}  // namespace deltafin::cli

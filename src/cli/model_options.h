@@ -1,0 +1,30 @@
+// The options every command that runs a model shares: where the model comes
+// from (--model for a checkpoint with everything resident, --store for a
+// deltafin store with streamed experts) and how a store is run.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/loaded_model.h"
+
+namespace deltafin::cli {
+
+struct ModelArgs {
+  std::string model, store;
+  int threads = 1;
+  std::optional<double> cache_gb;
+  double pin_gb = 0;
+  std::string lookahead = "auto", io = "uring", trace;
+  int queue_depth = 4;
+  double chunk_mb = 4;
+  bool buffered = false;
+};
+
+void add_model_options(CLI::App* sub, ModelArgs& a);
+// Loads what --model or --store names (exactly one must be given).
+std::unique_ptr<LoadedK3> load_model(const ModelArgs& a);
+
+}  // namespace deltafin::cli

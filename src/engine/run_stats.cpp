@@ -1,0 +1,105 @@
+#include "engine/run_stats.h"
+
+#include <cstdio>
+
+#include "util/progress.h"
+
+namespace deltafin {
+
+RunStatsCollector::Snapshot RunStatsCollector::take() const {
+  Snapshot s;
+  s.t = std::chrono::steady_clock::now();
+  if (m_.stream) s.stream = m_.stream->counters();
+  if (m_.lookahead) s.look = m_.lookahead->counters();
+  if (m_.monitor) s.drives = m_.monitor->drive_counters();
+  return s;
+}
+
+void RunStatsCollector::step_begin(bool) { begin_ = take(); }
+
+void RunStatsCollector::step_end(bool prefill) {
+  const Snapshot e = take();
+  const Snapshot& b = begin_;
+  StepStats s;
+  s.prefill = prefill;
+  const double sec = std::chrono::duration<double>(e.t - b.t).count();
+  s.ms = sec * 1e3;
+  s.wait_ms = (e.stream.wait_s - b.stream.wait_s) * 1e3;
+  s.bytes_read = e.stream.bytes_read - b.stream.bytes_read;
+  s.demanded = e.stream.demanded - b.stream.demanded;
+  s.hits = e.stream.hits - b.stream.hits;
+  s.prefetch_hits = e.stream.prefetch_hits - b.stream.prefetch_hits;
+  s.inflight = e.stream.inflight - b.stream.inflight;
+  s.misses = e.stream.misses - b.stream.misses;
+  s.prefetch_issued = e.stream.prefetch_issued - b.stream.prefetch_issued;
+  s.prefetch_cancelled = e.stream.prefetch_cancelled - b.stream.prefetch_cancelled;
+  s.pilot_hits = e.look.pilot_hits - b.look.pilot_hits;
+  s.pilot_actual = e.look.actual - b.look.actual;
+  for (size_t d = 0; d < e.drives.size(); ++d)
+    s.drive_mb_s.push_back(sec > 0 ? (e.drives[d].bytes - b.drives[d].bytes) / sec / 1e6 : 0.0);
+  steps_.push_back(s);
+}
+
+std::string RunStatsCollector::format_step(size_t index, const StepStats& s) {
+  char buf[256];
+  std::string out;
+  std::snprintf(buf, sizeof buf, "%s %zu: %.1f ms (waiting %.1f), read %s, experts %llu: %llu hits (%llu prefetched), %llu in flight, %llu misses",
+                s.prefill ? "prefill" : "token", index, s.ms, s.wait_ms, human_bytes(static_cast<double>(s.bytes_read)).c_str(),
+                static_cast<unsigned long long>(s.demanded), static_cast<unsigned long long>(s.hits),
+                static_cast<unsigned long long>(s.prefetch_hits), static_cast<unsigned long long>(s.inflight),
+                static_cast<unsigned long long>(s.misses));
+  out = buf;
+  if (s.pilot_actual) {
+    std::snprintf(buf, sizeof buf, ", lookahead recall %.2f", static_cast<double>(s.pilot_hits) / s.pilot_actual);
+    out += buf;
+  }
+  if (!s.drive_mb_s.empty()) {
+    out += ", drives MB/s";
+    for (double v : s.drive_mb_s) std::snprintf(buf, sizeof buf, " %.0f", v), out += buf;
+  }
+  return out;
+}
+
+std::string RunStatsCollector::summary() const {
+  StepStats t;
+  size_t n = 0;
+  for (const StepStats& s : steps_) {
+    if (s.prefill) continue;
+    ++n;
+    t.ms += s.ms, t.wait_ms += s.wait_ms, t.bytes_read += s.bytes_read, t.demanded += s.demanded, t.hits += s.hits;
+    t.prefetch_hits += s.prefetch_hits, t.inflight += s.inflight, t.misses += s.misses;
+    t.pilot_hits += s.pilot_hits, t.pilot_actual += s.pilot_actual;
+    t.drive_mb_s.resize(s.drive_mb_s.size());
+    for (size_t d = 0; d < s.drive_mb_s.size(); ++d) t.drive_mb_s[d] += s.drive_mb_s[d] * s.ms;  // time-weighted
+  }
+  char buf[512];
+  std::string out;
+  if (n > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "decode: %zu steps, %.1f ms/token (%.1f waiting on reads), %s read/token, hit rate %.3f "
+                  "(%llu hits incl. %llu prefetched, %llu in flight, %llu misses of %llu)",
+                  n, t.ms / n, t.wait_ms / n, human_bytes(static_cast<double>(t.bytes_read) / n).c_str(),
+                  t.demanded ? static_cast<double>(t.hits) / t.demanded : 0.0, static_cast<unsigned long long>(t.hits),
+                  static_cast<unsigned long long>(t.prefetch_hits), static_cast<unsigned long long>(t.inflight),
+                  static_cast<unsigned long long>(t.misses), static_cast<unsigned long long>(t.demanded));
+    out += buf;
+    if (t.pilot_actual) {
+      std::snprintf(buf, sizeof buf, "; lookahead recall %.3f", static_cast<double>(t.pilot_hits) / t.pilot_actual);
+      out += buf;
+    }
+    if (!t.drive_mb_s.empty() && t.ms > 0) {
+      out += "; drives MB/s";
+      for (double v : t.drive_mb_s) std::snprintf(buf, sizeof buf, " %.0f", v / t.ms), out += buf;
+    }
+    out += "\n";
+  }
+  std::snprintf(buf, sizeof buf, "peak RSS %s (plan: %s spine + %s cache + %s pinned)\n",
+                human_bytes(static_cast<double>(peak_rss_bytes())).c_str(),
+                human_bytes(static_cast<double>(m_.memory.spine_bytes)).c_str(),
+                human_bytes(static_cast<double>(m_.memory.cache_bytes())).c_str(),
+                human_bytes(static_cast<double>(m_.memory.pinned_bytes())).c_str());
+  out += buf;
+  return out;
+}
+
+}  // namespace deltafin

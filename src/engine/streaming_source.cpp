@@ -1,0 +1,216 @@
+#include "engine/streaming_source.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "util/error.h"
+
+namespace deltafin {
+
+namespace {
+// Heat decays by this factor per position processed: a use ~700 tokens ago
+// counts half as much as one now.
+constexpr double kHeatDecayPerPosition = 0.999;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+StreamingExpertSource::StreamingExpertSource(const StoreManifest& m, const StreamOptions& o, HeatHistogram* heat,
+                                             Monitor* monitor, int64_t experts_per_token)
+    : m_(m), heat_(heat), monitor_(monitor) {
+  CacheOptions co;
+  co.record_bytes = m.expert_bytes;
+  co.slots = o.cache_slots;
+  co.pinned_slots = o.pinned_slots;
+  // Prefetch may never take the slots one layer's demand reads need.
+  co.prefetch_reserve = static_cast<size_t>(experts_per_token);
+  co.experts_per_layer = m.experts;
+  co.heat = heat;
+  cache_ = std::make_unique<ExpertCache>(co);
+  std::vector<DriveSpec> drives;
+  for (const StoreDrive& d : m.drives) drives.push_back({d.path, d.read_bytes_per_s});
+  reader_ = std::make_unique<ExpertReader>(drives, o.reader, monitor);
+}
+
+StreamingExpertSource::~StreamingExpertSource() {
+  reader_.reset();  // every read finished or cancelled before the cache goes
+}
+
+void StreamingExpertSource::submit(int64_t layer, int64_t expert, int slot, ReadPriority priority) {
+  const ExpertEntry& e = m_.entry(layer, expert);
+  ReadRequest r;
+  r.layer = layer;
+  r.expert = expert;
+  r.priority = priority;
+  for (uint16_t d : e.drives) {
+    r.drives.push_back(d);
+    r.paths.push_back(m_.expert_path(d, layer, expert));
+  }
+  r.bytes = m_.expert_bytes;
+  r.dest = cache_->data(slot);
+  r.crc32c = e.crc32c;
+  r.on_done = [this, slot, bytes = m_.expert_bytes](const ReadResult& res) {
+    if (res.ok) bytes_read_.fetch_add(bytes);
+    cache_->finish_load(slot, res.ok, res.error);
+  };
+  const uint64_t ticket = reader_->submit(std::move(r));
+  cache_->set_ticket(slot, ticket);
+}
+
+// Prefetches of this layer that the real route does not use are dropped if
+// they have not started, so they never delay a demand read.
+void StreamingExpertSource::cancel_stale(int64_t layer, std::span<const int64_t> needed) {
+  for (const auto& [k, ticket] : cache_->loading_prefetches()) {
+    if (k / m_.experts != layer) continue;
+    if (std::find(needed.begin(), needed.end(), k % m_.experts) != needed.end()) continue;
+    if (reader_->cancel(ticket)) ++c_.prefetch_cancelled;
+  }
+}
+
+void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_t> experts,
+                                           const std::function<void(size_t, const uint8_t*)>& use) {
+  cancel_stale(layer, experts);
+  struct Held {
+    size_t index;
+    int slot;
+  };
+  std::vector<Held> ready, pending;
+  std::vector<size_t> deferred;
+  c_.demanded += experts.size();
+  if (heat_)
+    for (int64_t e : experts) heat_->add(layer, e);
+
+  // Takes (or starts) expert `i`; false when no slot is free right now.
+  uint64_t full_version = 0;
+  auto take = [&](size_t i) {
+    const int64_t e = experts[i];
+    ExpertCache::Claim c = cache_->acquire(key(layer, e), true);
+    switch (c.outcome) {
+      case ExpertCache::Outcome::Ready:
+        ++c_.hits;
+        c_.prefetch_hits += c.prefetched;
+        if (monitor_) monitor_->cache_hit(layer, e);
+        ready.push_back({i, c.slot});
+        return true;
+      case ExpertCache::Outcome::Loading:
+        ++c_.inflight;
+        if (c.ticket) reader_->promote(c.ticket);
+        pending.push_back({i, c.slot});
+        return true;
+      case ExpertCache::Outcome::Claimed:
+        ++c_.misses;
+        submit(layer, e, c.slot, ReadPriority::Demand);
+        pending.push_back({i, c.slot});
+        return true;
+      case ExpertCache::Outcome::Full:
+        full_version = c.version;
+        return false;
+    }
+    return false;
+  };
+  auto finish = [&](const Held& h) {
+    if (cache_->state(h.slot) != ExpertCache::State::Ready) {
+      std::string err = cache_->error(h.slot);
+      fail(err.empty() ? cat("layer ", layer, " expert ", experts[h.index], ": read failed") : err);
+    }
+    use(h.index, cache_->data(h.slot));
+  };
+
+  try {
+    for (size_t i = 0; i < experts.size(); ++i)
+      if (!take(i)) deferred.push_back(i);
+    // Hits first: compute while the misses are read.
+    while (!ready.empty()) {
+      Held h = ready.back();
+      ready.pop_back();
+      finish(h);
+      cache_->release(h.slot);
+    }
+    size_t next_deferred = 0;
+    while (!pending.empty() || next_deferred < deferred.size()) {
+      while (next_deferred < deferred.size() && take(deferred[next_deferred])) ++next_deferred;
+      while (!ready.empty()) {  // a deferred expert may have become a hit
+        Held h = ready.back();
+        ready.pop_back();
+        finish(h);
+        cache_->release(h.slot);
+      }
+      if (pending.empty()) {
+        if (next_deferred < deferred.size()) {
+          auto t0 = std::chrono::steady_clock::now();
+          cache_->wait_change(full_version);
+          c_.wait_s += seconds_since(t0);
+        }
+        continue;
+      }
+      std::vector<int> slots;
+      for (const Held& h : pending) slots.push_back(h.slot);
+      auto t0 = std::chrono::steady_clock::now();
+      const size_t j = cache_->wait_any(slots);
+      c_.wait_s += seconds_since(t0);
+      Held h = pending[j];
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(j));
+      try {
+        finish(h);
+      } catch (...) {
+        cache_->release(h.slot);
+        throw;
+      }
+      cache_->release(h.slot);
+    }
+  } catch (...) {
+    for (const Held& h : ready) cache_->release(h.slot);
+    for (const Held& h : pending) cache_->release(h.slot);
+    throw;
+  }
+}
+
+ExpertHandle StreamingExpertSource::get(int64_t layer, int64_t expert) {
+  // A copy, so the handle outlives the slot: only tests and tools use get().
+  auto copy = std::make_shared<std::vector<uint8_t>>(m_.expert_bytes);
+  const int64_t one[1] = {expert};
+  for_each_ready(layer, one, [&](size_t, const uint8_t* p) { std::copy(p, p + m_.expert_bytes, copy->data()); });
+  return {copy->data(), copy};
+}
+
+void StreamingExpertSource::prefetch(int64_t layer, std::span<const int64_t> experts) {
+  for (int64_t e : experts) {
+    ExpertCache::Claim c = cache_->acquire(key(layer, e), false);
+    if (c.outcome == ExpertCache::Outcome::Full) break;  // the rest would not fit either
+    if (c.outcome != ExpertCache::Outcome::Claimed) continue;
+    submit(layer, e, c.slot, ReadPriority::Prefetch);
+    ++c_.prefetch_issued;
+  }
+}
+
+void StreamingExpertSource::begin_pass(size_t positions) {
+  pass_positions_ = positions;
+  if (heat_) cache_->set_heat_mean(heat_->total() / static_cast<double>(std::max<int64_t>(1, m_.layers * m_.experts)));
+}
+
+void StreamingExpertSource::end_pass() {
+  if (heat_) heat_->decay(std::pow(kHeatDecayPerPosition, static_cast<double>(pass_positions_)));
+}
+
+size_t StreamingExpertSource::warm_pinned() {
+  if (!heat_ || cache_->pinned_count() == 0) return 0;
+  size_t n = 0;
+  for (const auto& [layer, expert] : heat_->hottest(cache_->pinned_count())) {
+    ExpertCache::Claim c = cache_->acquire_pinned(key(layer, expert));
+    if (c.outcome != ExpertCache::Outcome::Claimed) continue;
+    submit(layer, expert, c.slot, ReadPriority::Prefetch);
+    ++n;
+  }
+  return n;
+}
+
+StreamCounters StreamingExpertSource::counters() const {
+  StreamCounters c = c_;
+  c.bytes_read = bytes_read_.load();
+  return c;
+}
+
+}  // namespace deltafin

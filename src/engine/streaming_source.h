@@ -1,0 +1,74 @@
+// The streaming expert source (design.md §6): experts come from the RAM cache
+// when present and otherwise from direct reads of the store's drives. Demand
+// reads go first; lookahead hints become prefetch reads; the model computes
+// each expert as soon as it is in RAM.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/expert_cache.h"
+#include "io/expert_reader.h"
+#include "model/kimi_k3/expert_source.h"
+#include "store/heat.h"
+#include "store/store_manifest.h"
+
+namespace deltafin {
+
+// Cumulative counters; per-token figures are differences of two snapshots.
+struct StreamCounters {
+  uint64_t demanded = 0;       // expert uses requested by the model (one per expert per layer per pass)
+  uint64_t hits = 0;           // in RAM when demanded
+  uint64_t prefetch_hits = 0;  // of those, brought in by a prefetch
+  uint64_t inflight = 0;       // a prefetch still reading when demanded (promoted to demand)
+  uint64_t misses = 0;         // demand reads started
+  uint64_t bytes_read = 0;     // completed reads, demand and prefetch
+  uint64_t prefetch_issued = 0, prefetch_cancelled = 0;
+  double wait_s = 0;           // engine thread blocked on reads
+};
+
+struct StreamOptions {
+  size_t cache_slots = 0;      // evictable slots (>= working set, see engine/memory_plan)
+  size_t pinned_slots = 0;
+  ReaderOptions reader;
+};
+
+class StreamingExpertSource : public ExpertSource {
+public:
+  StreamingExpertSource(const StoreManifest& manifest, const StreamOptions& options, HeatHistogram* heat,
+                        Monitor* monitor, int64_t experts_per_token);
+  ~StreamingExpertSource() override;
+
+  ExpertHandle get(int64_t layer, int64_t expert) override;
+  void for_each_ready(int64_t layer, std::span<const int64_t> experts,
+                      const std::function<void(size_t, const uint8_t*)>& use) override;
+  void prefetch(int64_t layer, std::span<const int64_t> experts) override;
+  void begin_pass(size_t positions) override;
+  void end_pass() override;
+
+  // Starts reads of the hottest experts (by the heat histogram) into the pinned tier.
+  size_t warm_pinned();
+
+  StreamCounters counters() const;
+  const ExpertReader& reader() const { return *reader_; }
+  const ExpertCache& cache() const { return *cache_; }
+
+private:
+  int64_t key(int64_t layer, int64_t expert) const { return layer * m_.experts + expert; }
+  void submit(int64_t layer, int64_t expert, int slot, ReadPriority priority);
+  void cancel_stale(int64_t layer, std::span<const int64_t> needed);
+
+  const StoreManifest& m_;
+  HeatHistogram* heat_;
+  Monitor* monitor_;
+  std::unique_ptr<ExpertCache> cache_;
+  std::unique_ptr<ExpertReader> reader_;
+  StreamCounters c_;  // engine-thread fields
+  std::atomic<uint64_t> bytes_read_{0};
+  size_t pass_positions_ = 0;
+};
+
+}  // namespace deltafin

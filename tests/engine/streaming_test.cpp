@@ -1,0 +1,276 @@
+// Exactness of streamed runs (design.md §5.3): logits from a store, with any
+// cache budget, drive count, lookahead mode, I/O engine and thread count, are
+// bit-identical to the all-resident run of the same checkpoint. And faults:
+// a damaged expert is never used; with a replica the run goes on unchanged.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+
+#include "engine/loaded_model.h"
+#include "model/kimi_k3/generator.h"
+#include "store/heat.h"
+#include "store/setup.h"
+#include "store/store_manifest.h"
+#include "support/test_support.h"
+
+using namespace deltafin;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<uint32_t> tokens(size_t n, uint32_t vocab, uint64_t seed) {
+  std::vector<uint32_t> t;
+  uint64_t x = seed * 7919 + 3;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    t.push_back(static_cast<uint32_t>((x >> 33) % vocab));
+  }
+  return t;
+}
+
+// Logits of every position: one pass over all (prefill), or one token per pass (decode).
+std::vector<float> logits_of(LoadedK3& m, const std::vector<uint32_t>& ids, bool decode) {
+  K3Session s(m.config);
+  std::vector<float> out;
+  if (!decode) {
+    Rows r = m.model->forward(s, ids, true);
+    return r.v;
+  }
+  for (uint32_t id : ids) {
+    const uint32_t one[1] = {id};
+    Rows r = m.model->forward(s, one, true);
+    out.insert(out.end(), r.v.begin(), r.v.end());
+  }
+  return out;
+}
+
+bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// A generated checkpoint, its resident logits, and stores over 1..3 drives.
+struct World {
+  test::TempDir root;
+  std::string ckpt;
+  std::vector<uint32_t> ids;
+  std::vector<float> prefill, decode;
+  std::map<std::string, std::string> stores;  // name -> store dir
+
+  explicit World(const std::string& preset, size_t n_tokens) {
+    ckpt = root.path() + "/ckpt";
+    GenerateOptions o;
+    o.out_dir = ckpt;
+    o.seed = 21;
+    o.dims = preset_dims(preset);
+    o.progress = false;
+    generate_k3_checkpoint(o);
+    auto m = load_k3_resident(ckpt, 1);
+    ids = tokens(n_tokens, static_cast<uint32_t>(m->config.vocab_size), 4);
+    prefill = logits_of(*m, ids, false);
+    decode = logits_of(*m, ids, true);
+  }
+
+  // A store over `drives` directories; replicate: every expert on two drives.
+  std::string store(int drives, bool replicate = false) {
+    const std::string name = std::to_string(drives) + (replicate ? "r" : "");
+    auto it = stores.find(name);
+    if (it != stores.end()) return it->second;
+    SetupOptions s;
+    s.from = ckpt;
+    s.store = root.path() + "/store" + name;
+    for (int d = 0; d < drives; ++d) {
+      s.drives.push_back(root.path() + "/drive" + name + "_" + std::to_string(d));
+      fs::create_directories(s.drives.back());
+      s.drive_mbps.push_back(1000.0);
+    }
+    s.spine = "bf16";
+    s.quiet = true;
+    if (replicate) {
+      // Replication follows the heat histogram: make every expert warm.
+      K3Config c = load_k3_config(ckpt + "/config.json");
+      HeatHistogram h(c.num_hidden_layers, c.num_experts);
+      for (int64_t l = 1; l < c.num_hidden_layers; ++l)
+        for (int64_t e = 0; e < c.num_experts; ++e) h.add(l, e, 1.0 + static_cast<double>(e));
+      fs::create_directories(s.store);
+      h.save(s.store);
+      s.replicate_hot = (c.num_hidden_layers - 1) * c.num_experts;
+    }
+    run_setup(s);
+    return stores[name] = s.store;
+  }
+};
+
+World& tiny() {
+  static World w("tiny", 12);
+  return w;
+}
+
+struct Case {
+  int drives;
+  double cache_gb;  // < 0: everything; 0: the working set only
+  LookaheadMode lookahead;
+  IoEngine io;
+  int threads;
+};
+
+std::string case_name(const Case& c) {
+  return "drives" + std::to_string(c.drives) + "_cache" +
+         (c.cache_gb < 0 ? std::string("all") : c.cache_gb == 0 ? std::string("none") : std::string("small")) + "_" +
+         lookahead_mode_name(c.lookahead) + "_" + io_engine_name(c.io) + "_t" + std::to_string(c.threads);
+}
+
+EngineOptions engine_options(const Case& c) {
+  EngineOptions o;
+  o.threads = c.threads;
+  o.cache_gb = c.cache_gb < 0 ? 1.0 : c.cache_gb;
+  o.lookahead = c.lookahead;
+  o.reader.engine = c.io;
+  o.reader.queue_depth = 2;
+  o.reader.chunk_bytes = 8192;  // several chunks per tiny expert (they are ~2-3 KiB... or more)
+  o.save_heat = false;
+  return o;
+}
+
+class StreamedExactness : public ::testing::TestWithParam<Case> {};
+
+TEST_P(StreamedExactness, LogitsBitIdenticalToResident) {
+  const Case& c = GetParam();
+  World& w = tiny();
+  const std::string store = w.store(c.drives);
+  EngineOptions o = engine_options(c);
+  if (c.cache_gb > 0) o.cache_gb = 3.0 * static_cast<double>(load_store_manifest(store).expert_bytes) / 1e9 * 4;
+  auto m = load_k3_store(store, o);
+  EXPECT_TRUE(bit_identical(logits_of(*m, w.ids, true), w.decode)) << "decode";
+  EXPECT_TRUE(bit_identical(logits_of(*m, w.ids, false), w.prefill)) << "prefill";
+  // Every demanded expert was a hit, a read, or a prefetch caught in flight.
+  StreamCounters k = m->stream->counters();
+  EXPECT_EQ(k.hits + k.misses + k.inflight, k.demanded);
+  EXPECT_GT(k.demanded, 0u);
+  EXPECT_EQ(k.bytes_read % m->manifest->expert_bytes, 0u);
+  EXPECT_GE(k.bytes_read, k.misses * m->manifest->expert_bytes);
+  if (c.cache_gb < 0) EXPECT_GT(k.hits, 0u);  // the second pass reuses what the first read
+}
+
+// Every value of every knob appears, mixed with the others.
+INSTANTIATE_TEST_SUITE_P(
+    Knobs, StreamedExactness,
+    ::testing::Values(Case{1, 0, LookaheadMode::Off, IoEngine::Pread, 1}, Case{1, -1, LookaheadMode::On, IoEngine::Uring, 2},
+                      Case{1, 1, LookaheadMode::Auto, IoEngine::Uring, 1}, Case{2, 0, LookaheadMode::On, IoEngine::Uring, 1},
+                      Case{2, 1, LookaheadMode::Off, IoEngine::Pread, 2}, Case{2, -1, LookaheadMode::Auto, IoEngine::Pread, 1},
+                      Case{3, 0, LookaheadMode::Auto, IoEngine::Uring, 2}, Case{3, 1, LookaheadMode::On, IoEngine::Pread, 1},
+                      Case{3, -1, LookaheadMode::Off, IoEngine::Uring, 1}, Case{3, 0, LookaheadMode::On, IoEngine::Pread, 2}),
+    [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
+
+// The small preset routes 16 of 64 experts: a 9-token prefill needs more
+// experts per layer than a working-set-only cache holds, so the engine must
+// stream them through in windows.
+TEST(StreamedExactnessSmall, PrefillLargerThanTheCache) {
+  static World w("small", 9);
+  const std::string store = w.store(2);
+  for (LookaheadMode la : {LookaheadMode::Off, LookaheadMode::On}) {
+    EngineOptions o = engine_options(Case{2, 0, la, IoEngine::Uring, 2});
+    auto m = load_k3_store(store, o);
+    EXPECT_LT(m->memory.cache_slots, 64u);
+    EXPECT_TRUE(bit_identical(logits_of(*m, w.ids, false), w.prefill)) << lookahead_mode_name(la);
+    EXPECT_TRUE(bit_identical(logits_of(*m, w.ids, true), w.decode)) << lookahead_mode_name(la);
+  }
+}
+
+// Faults ---------------------------------------------------------------------
+
+// Copies a store's drives and manifest so a test can damage its own copy.
+struct StoreCopy {
+  test::TempDir dir;
+  std::string store;
+  StoreManifest m;
+  explicit StoreCopy(const std::string& src) {
+    store = dir.path() + "/store";
+    fs::copy(src, store, fs::copy_options::recursive);
+    m = load_store_manifest(store);
+    for (size_t d = 0; d < m.drives.size(); ++d) {
+      const std::string to = dir.path() + "/drive" + std::to_string(d);
+      fs::copy(m.drives[d].path, to, fs::copy_options::recursive);
+      m.drives[d].path = to;
+    }
+    save_store_manifest(store, m);
+  }
+  // Applies `damage` to the primary copy of every expert of layer 1 (some are always used).
+  template <class F>
+  void damage_layer1_primaries(F damage) {
+    for (int64_t e = 0; e < m.experts; ++e) damage(m.expert_path(m.entry(1, e).drives[0], 1, e));
+  }
+};
+
+void truncate_file(const std::string& p) { fs::resize_file(p, fs::file_size(p) - 1); }
+void flip_byte(const std::string& p) {
+  std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(100);
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x5a);
+  f.seekp(100);
+  f.write(&c, 1);
+}
+
+std::vector<float> run_store(const std::string& store, const std::vector<uint32_t>& ids) {
+  auto m = load_k3_store(store, engine_options(Case{1, 0, LookaheadMode::Off, IoEngine::Pread, 1}));
+  return logits_of(*m, ids, true);
+}
+
+TEST(StreamedFaults, TruncatedExpertWithoutReplicaStopsNamingIt) {
+  World& w = tiny();
+  StoreCopy s(w.store(2));
+  s.damage_layer1_primaries(truncate_file);
+  EXPECT_FAILS_WITH(run_store(s.store, w.ids), "layer 1 expert", "deltafin-experts/L001/E", "drive");
+}
+
+TEST(StreamedFaults, CorruptedByteWithoutReplicaIsNeverUsed) {
+  World& w = tiny();
+  StoreCopy s(w.store(2));
+  s.damage_layer1_primaries(flip_byte);
+  EXPECT_FAILS_WITH(run_store(s.store, w.ids), "layer 1 expert", "CRC");
+}
+
+TEST(StreamedFaults, MissingDriveStopsNamingThePath) {
+  World& w = tiny();
+  StoreCopy s(w.store(2));
+  fs::remove_all(s.m.drives[1].path);
+  EXPECT_FAILS_WITH(run_store(s.store, w.ids), s.m.drives[1].path, "expert");
+}
+
+TEST(StreamedFaults, ReplicaServesWhenThePrimaryIsDamaged) {
+  World& w = tiny();
+  for (auto damage : {truncate_file, flip_byte}) {
+    StoreCopy s(w.store(2, true));
+    ASSERT_EQ(s.m.entry(1, 0).drives.size(), 2u) << "setup replicated every expert";
+    s.damage_layer1_primaries(damage);
+    EXPECT_TRUE(bit_identical(run_store(s.store, w.ids), w.decode));
+  }
+  StoreCopy s(w.store(2, true));
+  fs::remove_all(s.m.drives[0].path);  // a whole drive gone: every expert has its other copy
+  EXPECT_TRUE(bit_identical(run_store(s.store, w.ids), w.decode));
+}
+
+TEST(StreamedHeat, RunsUpdateAndPersistTheHeatHistogram) {
+  World& w = tiny();
+  StoreCopy s(w.store(1));
+  EngineOptions o = engine_options(Case{1, 0, LookaheadMode::Off, IoEngine::Pread, 1});
+  {
+    auto m = load_k3_store(s.store, o);
+    logits_of(*m, w.ids, true);
+    m->save_heat();
+  }
+  HeatHistogram h = HeatHistogram::load(s.store, s.m.layers, s.m.experts);
+  K3Config c = load_k3_config(s.store + "/config.json");
+  // 12 tokens x 9 MoE layers x 4 experts, decayed by at most 0.999^12.
+  const double uses = 12.0 * (c.num_hidden_layers - 1) * c.num_experts_per_token;
+  EXPECT_LE(h.total(), uses);
+  EXPECT_GT(h.total(), uses * 0.98);
+  EXPECT_EQ(h.at(0, 0), 0.0);  // layer 0 is dense: never routed
+}
+
+}  // namespace
