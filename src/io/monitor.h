@@ -26,7 +26,7 @@ struct ReadRecord {
   bool cancelled = false;
   double enqueue_s = 0, start_s = 0, end_s = 0;  // seconds on the monitor's clock
   uint64_t bytes = 0;
-  std::string error;           // when !ok
+  std::string error;           // when !ok; for an ok read, what failed on replicas tried first (or "")
 };
 
 struct DriveCounters {
@@ -43,8 +43,13 @@ public:
   // Seconds since the monitor was made (steady clock).
   double now() const;
 
-  // Opens a JSON-lines trace (one object per read or hit); throws naming the path.
+  // Opens a JSON-lines trace (one object per read or hit, written as they
+  // happen, buffered); throws naming the path. Fields: t ("read"|"hit"),
+  // layer, expert, drive, drives, prefetch, promoted, ok, cancelled,
+  // enqueue_s, start_s, end_s, bytes (the record's size), and error when
+  // a read failed or succeeded only on another replica.
   void open_trace(const std::string& path);
+  // Flushes and closes; throws naming the path when a write failed.
   void close_trace();
 
   // A chunk of `bytes` finished on `drive` at `end_s`: feeds the 10 ms bins.
@@ -68,6 +73,11 @@ private:
   std::vector<double> busy_since_;  // < 0 when idle
   std::FILE* trace_ = nullptr;
   std::string trace_path_;
+  std::string trace_buf_;      // lines not yet written (flushed at ~1 MiB and at close)
+  bool trace_failed_ = false;  // a write failed; close_trace() reports it
+
+  void trace_line(const std::string& line);  // with mu_ held
+  void flush_trace();                         // with mu_ held
 };
 
 }  // namespace deltafin

@@ -1,0 +1,161 @@
+#include "io/chunk_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "io/aligned_buffer.h"
+#include "io/test_hooks.h"
+#include "util/error.h"
+
+namespace deltafin {
+
+namespace {
+std::atomic<int> g_direct_open_error{0};
+}  // namespace
+
+void io_test_hooks::set_direct_open_error(int err) { g_direct_open_error.store(err); }
+
+namespace io_detail {
+
+namespace {
+// One read(2) moves at most 0x7ffff000 bytes on Linux; keep each under 1 GiB.
+constexpr uint64_t kMaxReadBytes = 1ull << 30;
+}  // namespace
+
+DriveFiles::DriveFiles(bool direct, std::string root) : direct_(direct), root_(std::move(root)) {}
+
+std::string DriveFiles::note() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return note_;
+}
+
+int DriveFiles::open(const std::string& path, bool* direct) {
+  *direct = false;
+  if (direct_.load(std::memory_order_relaxed)) {
+#if defined(O_DIRECT)
+    int fd = -1;
+    int err = g_direct_open_error.load();
+    if (err == 0) {
+      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+      if (fd >= 0) {
+        *direct = true;
+        return fd;
+      }
+      err = errno;
+    }
+    if (err != EINVAL) return -err;
+    // Direct I/O refused by this file system: buffered from now on, said once.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (note_.empty())
+        note_ = cat("direct I/O refused on ", root_, " (O_DIRECT open of ", path, ": ", std::strerror(EINVAL),
+                    "); using buffered reads + POSIX_FADV_DONTNEED");
+    }
+    direct_.store(false, std::memory_order_relaxed);
+#elif defined(__APPLE__)
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    if (::fcntl(fd, F_NOCACHE, 1) == 0) {
+      *direct = true;
+      return fd;
+    }
+    ::close(fd);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (note_.empty()) note_ = cat("F_NOCACHE refused on ", root_, "; using buffered reads");
+    }
+    direct_.store(false, std::memory_order_relaxed);
+#endif
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  return fd >= 0 ? fd : -errno;
+}
+
+ChunkRead::~ChunkRead() { end(); }
+
+bool ChunkRead::begin(DriveFiles& files, ChunkOutcome* out) {
+  int fd = files.open(*job_.path, &direct_);
+  if (fd < 0) {
+    *out = {false, 0, cat("cannot open: ", std::strerror(-fd))};
+    return false;
+  }
+  fd_ = fd;
+  struct stat st{};
+  if (::fstat(fd_, &st) != 0) {
+    *out = {false, 0, cat("cannot stat: ", std::strerror(errno))};
+    return false;
+  }
+  if (static_cast<uint64_t>(st.st_size) != job_.file_bytes) {
+    *out = {false, 0, cat("file is ", st.st_size, " bytes, expected ", job_.file_bytes)};
+    return false;
+  }
+  return true;
+}
+
+uint64_t ChunkRead::next_len() const {
+  if (done_ >= job_.len) return 0;
+  // Direct reads ask for the rounded length: at the end of the file the
+  // kernel returns the short count into the rounded buffer.
+  const uint64_t total = direct_ ? round_up_direct(job_.len) : job_.len;
+  return std::min(total - done_, kMaxReadBytes);
+}
+
+bool ChunkRead::advance(int64_t res, ChunkOutcome* out) {
+  if (res < 0) {
+    const int err = static_cast<int>(-res);
+    if (err == EINTR || err == EAGAIN) return false;  // issue the same read again
+    *out = {false, done_, cat("read at offset ", next_offset(), " failed: ", std::strerror(err))};
+    return true;
+  }
+  if (res == 0) {
+    *out = {false, done_,
+            cat("short read: got ", done_, " of ", job_.len, " bytes at offset ", job_.offset, " (file ended)")};
+    return true;
+  }
+  done_ += static_cast<uint64_t>(res);
+  if (done_ > job_.len) {
+    *out = {false, job_.len,
+            cat("file holds more than the expected ", job_.file_bytes, " bytes (it changed while being read)")};
+    return true;
+  }
+  if (done_ == job_.len) {
+    *out = {true, done_, {}};
+    return true;
+  }
+  if (direct_ && done_ % kDirectAlign != 0) {
+    *out = {false, done_, cat("short read: got ", done_, " of ", job_.len, " bytes at offset ", job_.offset)};
+    return true;
+  }
+  return false;
+}
+
+void ChunkRead::end() {
+  if (fd_ < 0) return;
+#if defined(POSIX_FADV_DONTNEED)
+  if (!direct_ && done_ > 0)
+    ::posix_fadvise(fd_, static_cast<off_t>(job_.offset), static_cast<off_t>(done_), POSIX_FADV_DONTNEED);
+#endif
+  ::close(fd_);
+  fd_ = -1;
+}
+
+ChunkOutcome run_chunk_sync(DriveFiles& files, const ChunkJob& job) {
+  ChunkRead read(job);
+  ChunkOutcome out;
+  if (!read.begin(files, &out)) return out;
+  if (read.next_len() == 0) return {true, 0, {}};  // a zero-byte record
+  for (;;) {
+    ssize_t r = ::pread(read.fd(), read.next_dst(), read.next_len(), static_cast<off_t>(read.next_offset()));
+    if (read.advance(r < 0 ? -static_cast<int64_t>(errno) : static_cast<int64_t>(r), &out)) break;
+  }
+  read.end();
+  return out;
+}
+
+}  // namespace io_detail
+}  // namespace deltafin
