@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # The demo: install, build, generate a small K3-architecture checkpoint with
-# RANDOM weights, validate it, show the chat template's tokens, and generate.
+# RANDOM weights, validate it, turn it into a deltafin store whose experts are
+# spread over three directories (standing in for three drives), check the
+# store, and generate with the experts streamed from it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh release
 bin=build/release/deltafin
 model=demo-model
+store=demo-store
+drives=demo-drives/d0,demo-drives/d1,demo-drives/d2
 
 echo
 echo "== 1. generate a small checkpoint in the real Hugging Face K3 layout (random weights) =="
@@ -18,7 +22,18 @@ echo
 echo "== 3. render a chat prompt with the K3 template and tokenize it =="
 $bin tokenize --model "$model" --chat --render --text "What is the capital of France?"
 echo
-echo "== 4. generate 32 tokens (greedy, exact fp32 forward pass, all weights in RAM) =="
-$bin run --model "$model" --chat --prompt "What is the capital of France?" --max-new 32 --ignore-eos --stats
+echo "== 4. build a store: spine in RAM-ready files, one file per expert spread over 3 'drives' =="
+rm -rf "$store" demo-drives
+mkdir -p demo-drives/d0 demo-drives/d1 demo-drives/d2
+$bin setup --from "$model" --store "$store" --drives "$drives"
+$bin doctor --store "$store" --full
+echo
+echo "== 5. generate 32 tokens with the experts streamed from the store (direct I/O, cache, lookahead) =="
+$bin run --store "$store" --chat --prompt "What is the capital of France?" --max-new 32 --ignore-eos --stats --cache-gb 0.005
+echo
+echo "== 6. exactness: streamed logits, decoded one token at a time, equal the all-resident ones bit for bit =="
+$bin logits --model "$model" --tokens 300,301,302,303,304,305 --out demo-resident.npy
+$bin logits --store "$store" --tokens 300,301,302,303,304,305 --step 1 --cache-gb 0 --out demo-streamed.npy
+cmp demo-resident.npy demo-streamed.npy && echo "identical: $(stat -c %s demo-streamed.npy) bytes"
 echo
 echo "Note: the weights are random, so this model has K3's shape but no knowledge: the text is noise."

@@ -5,7 +5,11 @@
 namespace deltafin {
 
 ExpertCache::ExpertCache(const CacheOptions& o)
-    : heat_(o.heat), experts_per_layer_(o.experts_per_layer < 1 ? 1 : o.experts_per_layer) {
+    : heat_(o.heat),
+      experts_per_layer_(o.experts_per_layer < 1 ? 1 : o.experts_per_layer),
+      first_layer_(o.first_layer),
+      layer_cycle_(o.layer_cycle < 0 ? 0 : o.layer_cycle),
+      current_layer_(o.first_layer) {
   if (o.record_bytes == 0) fail("expert cache: record size is 0");
   if (o.slots == 0) fail("expert cache: needs at least one slot");
   slots_.resize(o.slots + o.pinned_slots);
@@ -17,18 +21,18 @@ ExpertCache::ExpertCache(const CacheOptions& o)
   reserve_ = o.prefetch_reserve;
 }
 
-// Recency weighted by heat: a slot's value is the tick of its last use plus a
-// bonus of up to one full turnover of the cache for an expert much hotter than
-// average (h / (h + mean) of slot_count ticks: an average expert gets half a
-// turnover of grace). Cold experts used once are evicted first; a hot expert
-// survives a burst of one-off experts.
+// p / (1 + d): see the header. Read on the engine thread (acquire) only.
 double ExpertCache::value_locked(const Slot& s) const {
-  double v = static_cast<double>(s.last_use);
-  if (heat_ && heat_mean_ > 0) {
-    const double h = heat_->at(s.key / experts_per_layer_, s.key % experts_per_layer_);
-    v += static_cast<double>(slots_.size() - pinned_) * h / (h + heat_mean_);
+  const int64_t layer = s.key / experts_per_layer_, expert = s.key % experts_per_layer_;
+  double p = 1.0;
+  if (heat_ && static_cast<size_t>(layer) < layer_heat_.size())
+    p = (heat_->at(layer, expert) + 1.0) / (layer_heat_[static_cast<size_t>(layer)] + static_cast<double>(experts_per_layer_));
+  double d = 0;
+  if (layer_cycle_ > 0) {
+    const int64_t m = layer - first_layer_, cur = current_layer_ - first_layer_;
+    d = static_cast<double>(((m - cur - 1) % layer_cycle_ + layer_cycle_) % layer_cycle_);
   }
-  return v;
+  return p / (1.0 + d);
 }
 
 // Empty slots first, then the evictable ready (or failed, unreferenced) slot
@@ -44,7 +48,9 @@ int ExpertCache::find_victim_locked(bool demand) const {
     ++claimable;
     const bool empty = s.state == State::Empty;
     const double v = empty ? 0 : value_locked(s);
-    if (best < 0 || (empty && !best_empty) || (empty == best_empty && v < best_value)) {
+    const bool better = best < 0 || (empty && !best_empty) ||
+                        (empty == best_empty && (v < best_value || (v == best_value && s.last_use < slots_[static_cast<size_t>(best)].last_use)));
+    if (better) {
       best = static_cast<int>(i);
       best_value = v;
       best_empty = empty;
@@ -171,9 +177,14 @@ int64_t ExpertCache::key(int slot) const {
   return slots_[static_cast<size_t>(slot)].key;
 }
 
-void ExpertCache::set_heat_mean(double mean) {
+void ExpertCache::set_layer_heat_totals(std::vector<double> totals) {
   std::lock_guard<std::mutex> lock(mu_);
-  heat_mean_ = mean;
+  layer_heat_ = std::move(totals);
+}
+
+void ExpertCache::set_current_layer(int64_t layer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  current_layer_ = layer;
 }
 
 std::vector<std::pair<int64_t, uint64_t>> ExpertCache::loading_prefetches() const {

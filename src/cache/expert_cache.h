@@ -1,9 +1,19 @@
 // The RAM expert cache (design.md §2, issue 4 §3): a fixed set of slots, each
 // one aligned buffer the size of an expert record, allocated once at start so
 // no read ever allocates. Slots hold experts that are loading (a read is in
-// flight into the buffer) or ready. Eviction takes the unreferenced ready slot
-// with the lowest value = last use + a heat bonus (recency weighted by heat);
-// pinned slots (the hottest experts, --pin-gb) are never evicted.
+// flight into the buffer) or ready. Pinned slots (the hottest experts,
+// --pin-gb) are never evicted.
+//
+// Eviction: recency weighted by heat, where recency is measured in the layer
+// cycle. A forward pass visits the MoE layers in order, so an expert of the
+// layer just computed is next needed a whole pass later, and one of the next
+// layer almost at once. Plain LRU evicts exactly the experts needed soonest
+// (measured: 0 hits in 240 uses on the bench model with a 56-slot cache over
+// 80 experts per token). So a slot's value is
+//     p / (1 + d)
+// with d the MoE layers until its layer comes round again and p its chance of
+// being used then, from the heat histogram ((h + 1) / (layer total + E)).
+// The lowest value goes first; ties go to the least recently used.
 //
 // Thread-safe: the engine thread acquires/releases; reader threads only call
 // finish_load(). Nothing here calls out while holding the lock.
@@ -28,6 +38,9 @@ struct CacheOptions {
   size_t pinned_slots = 0;     // --pin-gb
   size_t prefetch_reserve = 0; // a prefetch never leaves fewer claimable slots than this (demand's share)
   int64_t experts_per_layer = 1;  // key = layer * experts_per_layer + expert
+  // The MoE layers first_layer .. first_layer + layer_cycle - 1 are visited in
+  // order every pass; 0 = no cycle (the distance term is off).
+  int64_t first_layer = 1, layer_cycle = 0;
   const HeatHistogram* heat = nullptr;  // read on the engine thread only (acquire), may be null
 };
 
@@ -71,9 +84,11 @@ public:
   uint8_t* data(int slot) { return slots_[static_cast<size_t>(slot)].buffer.get(); }
   int64_t key(int slot) const;
 
-  // The mean heat per expert, refreshed by the engine once per token (the
-  // histogram's total is O(layers * experts) to compute).
-  void set_heat_mean(double mean);
+  // Per-layer heat totals, refreshed by the engine once per pass (a sum over
+  // the whole histogram is too slow for every eviction).
+  void set_layer_heat_totals(std::vector<double> totals);
+  // The layer being computed now (the reference point of the layer cycle).
+  void set_current_layer(int64_t layer);
   // (key, ticket) of every slot loading by prefetch (to cancel stale ones).
   std::vector<std::pair<int64_t, uint64_t>> loading_prefetches() const;
 
@@ -105,7 +120,8 @@ private:
   std::unordered_map<int64_t, int> index_;
   const HeatHistogram* heat_ = nullptr;
   int64_t experts_per_layer_ = 1;
-  double heat_mean_ = 0;
+  std::vector<double> layer_heat_;
+  int64_t first_layer_ = 1, layer_cycle_ = 0, current_layer_ = 0;
   size_t pinned_ = 0, reserve_ = 0;
   uint64_t tick_ = 0, evictions_ = 0, version_ = 0;
 };

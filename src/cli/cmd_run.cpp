@@ -12,6 +12,7 @@
 #include "tokenizer/chat_encode.h"
 #include "tokenizer/stream_decoder.h"
 #include "util/error.h"
+#include "util/file.h"
 
 namespace deltafin::cli {
 
@@ -22,7 +23,7 @@ extern "C" void on_sigint(int) { g_interrupted.store(true); }
 
 struct RunArgs {
   ModelArgs model;
-  std::string prompt, effort = "max";
+  std::string prompt, effort = "max", stats_json;
   bool chat = false, no_thinking = false, stats = false, ignore_eos = false;
   int64_t max_new = 128;
 };
@@ -88,6 +89,7 @@ int run(const RunArgs& a) {
       std::fprintf(stderr, "%s\n", RunStatsCollector::format_step(i, collector.steps()[i]).c_str());
     std::fprintf(stderr, "%s", collector.summary().c_str());
   }
+  if (!a.stats_json.empty()) write_file_atomic(a.stats_json, collector.to_json());
   if (st.reason == StopReason::Interrupted) {
     std::fprintf(stderr, "[interrupted after %lld tokens]\n", static_cast<long long>(st.new_tokens));
     return 130;
@@ -109,6 +111,7 @@ Command add_run(CLI::App& app) {
   sub->add_option("--max-new", a->max_new, "Most tokens to generate")->check(CLI::NonNegativeNumber)->capture_default_str();
   sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past <|end_of_msg|> (fixed-length benchmarks)");
   sub->add_flag("--stats", a->stats, "Print per-token times and prefill/decode tokens/s");
+  sub->add_option("--stats-json", a->stats_json, "Store: write every step's figures as JSON to this file");
   return {sub, [a] { return run(*a); }};
 }
 

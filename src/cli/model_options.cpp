@@ -16,6 +16,9 @@ void add_model_options(CLI::App* sub, ModelArgs& a) {
       ->capture_default_str();
   sub->add_option("--io", a.io, "Store: I/O engine")->check(CLI::IsMember({"uring", "pread"}))->capture_default_str();
   sub->add_option("--queue-depth", a.queue_depth, "Store: reads in flight per drive")->check(CLI::Range(1, 256))->capture_default_str();
+  sub->add_option("--prefetch-depth", a.prefetch_depth, "Store: of those, at most this many prefetch reads")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   sub->add_option("--chunk-mb", a.chunk_mb, "Store: read size in MB (rounded to 4 KiB)")->check(CLI::Range(0.004096, 1024.0))->capture_default_str();
   sub->add_flag("--buffered", a.buffered, "Store: buffered reads instead of O_DIRECT (for file systems that refuse it)");
   sub->add_option("--trace", a.trace, "Store: write every expert read and hit as JSON lines to this file");
@@ -35,6 +38,7 @@ std::unique_ptr<LoadedK3> load_model(const ModelArgs& a) {
   o.lookahead = parse_lookahead_mode(a.lookahead);
   o.reader.engine = parse_io_engine(a.io);
   o.reader.queue_depth = a.queue_depth;
+  o.reader.prefetch_depth = std::min(a.prefetch_depth, a.queue_depth);
   o.reader.chunk_bytes = std::max<uint64_t>(4096, static_cast<uint64_t>(a.chunk_mb * 1e6) / 4096 * 4096);
   o.reader.direct = !a.buffered;
   o.trace = a.trace;

@@ -18,7 +18,7 @@ struct ModelArgs {
   std::optional<double> cache_gb;
   double pin_gb = 0;
   std::string lookahead = "auto", io = "uring", trace;
-  int queue_depth = 4;
+  int queue_depth = 4, prefetch_depth = 1;
   double chunk_mb = 4;
   bool buffered = false;
 };

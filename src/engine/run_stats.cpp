@@ -1,6 +1,7 @@
 #include "engine/run_stats.h"
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "util/progress.h"
 
@@ -100,6 +101,26 @@ std::string RunStatsCollector::summary() const {
                 human_bytes(static_cast<double>(m_.memory.pinned_bytes())).c_str());
   out += buf;
   return out;
+}
+
+std::string RunStatsCollector::to_json() const {
+  nlohmann::ordered_json j;
+  j["config"] = m_.describe();
+  j["spine_bytes"] = m_.memory.spine_bytes;
+  j["cache_bytes"] = m_.memory.cache_bytes();
+  j["pinned_bytes"] = m_.memory.pinned_bytes();
+  j["expert_bytes"] = m_.manifest ? m_.manifest->expert_bytes : 0;
+  j["peak_rss_bytes"] = peak_rss_bytes();
+  nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+  for (const StepStats& s : steps_) {
+    steps.push_back({{"prefill", s.prefill}, {"ms", s.ms}, {"wait_ms", s.wait_ms}, {"bytes_read", s.bytes_read},
+                     {"demanded", s.demanded}, {"hits", s.hits}, {"prefetch_hits", s.prefetch_hits},
+                     {"inflight", s.inflight}, {"misses", s.misses}, {"prefetch_issued", s.prefetch_issued},
+                     {"prefetch_cancelled", s.prefetch_cancelled}, {"pilot_hits", s.pilot_hits},
+                     {"pilot_actual", s.pilot_actual}, {"drive_mb_s", s.drive_mb_s}});
+  }
+  j["steps"] = steps;
+  return j.dump(1) + "\n";
 }
 
 }  // namespace deltafin

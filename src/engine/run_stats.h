@@ -32,6 +32,8 @@ public:
   static std::string format_step(size_t index, const StepStats& s);
   // Totals over the decode steps (and the prefill separately) plus peak RSS.
   std::string summary() const;
+  // Every step and the configuration, for scripts (bench/).
+  std::string to_json() const;
 
 private:
   struct Snapshot {

@@ -13,6 +13,10 @@ namespace {
 // counts half as much as one now.
 constexpr double kHeatDecayPerPosition = 0.999;
 
+// The error a slot carries when its read was cancelled as a stale prefetch
+// while (rarely) a demand for the same expert had already joined it.
+const char* const kCancelledRead = "(prefetch cancelled)";
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -29,6 +33,8 @@ StreamingExpertSource::StreamingExpertSource(const StoreManifest& m, const Strea
   co.prefetch_reserve = static_cast<size_t>(experts_per_token);
   co.experts_per_layer = m.experts;
   co.heat = heat;
+  co.first_layer = 1;  // layer 0 is dense; MoE layers 1 .. L-1 come round every pass
+  co.layer_cycle = m.layers - 1;
   cache_ = std::make_unique<ExpertCache>(co);
   std::vector<DriveSpec> drives;
   for (const StoreDrive& d : m.drives) drives.push_back({d.path, d.read_bytes_per_s});
@@ -52,26 +58,30 @@ void StreamingExpertSource::submit(int64_t layer, int64_t expert, int slot, Read
   r.bytes = m_.expert_bytes;
   r.dest = cache_->data(slot);
   r.crc32c = e.crc32c;
+  // Runs on a reader thread (several may run at once): only atomics and the
+  // cache's own lock here.
   r.on_done = [this, slot, bytes = m_.expert_bytes](const ReadResult& res) {
     if (res.ok) bytes_read_.fetch_add(bytes);
-    cache_->finish_load(slot, res.ok, res.error);
+    cache_->finish_load(slot, res.ok, res.cancelled ? std::string(kCancelledRead) : res.error);
   };
   const uint64_t ticket = reader_->submit(std::move(r));
   cache_->set_ticket(slot, ticket);
 }
 
-// Prefetches of this layer that the real route does not use are dropped if
-// they have not started, so they never delay a demand read.
+// Prefetches of this layer that the real route does not use are dropped —
+// the rest of a started one too — so they do not take drive time from demand
+// reads (on a saturated drive every wasted byte costs time).
 void StreamingExpertSource::cancel_stale(int64_t layer, std::span<const int64_t> needed) {
   for (const auto& [k, ticket] : cache_->loading_prefetches()) {
     if (k / m_.experts != layer) continue;
     if (std::find(needed.begin(), needed.end(), k % m_.experts) != needed.end()) continue;
-    if (reader_->cancel(ticket)) ++c_.prefetch_cancelled;
+    if (reader_->abort(ticket)) ++c_.prefetch_cancelled;
   }
 }
 
 void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_t> experts,
                                            const std::function<void(size_t, const uint8_t*)>& use) {
+  cache_->set_current_layer(layer);
   cancel_stale(layer, experts);
   struct Held {
     size_t index;
@@ -153,6 +163,11 @@ void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_
       c_.wait_s += seconds_since(t0);
       Held h = pending[j];
       pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(j));
+      if (cache_->state(h.slot) == ExpertCache::State::Failed && cache_->error(h.slot) == kCancelledRead) {
+        cache_->release(h.slot);  // frees the slot; read it again as a demand
+        deferred.push_back(h.index);
+        continue;
+      }
       try {
         finish(h);
       } catch (...) {
@@ -188,7 +203,12 @@ void StreamingExpertSource::prefetch(int64_t layer, std::span<const int64_t> exp
 
 void StreamingExpertSource::begin_pass(size_t positions) {
   pass_positions_ = positions;
-  if (heat_) cache_->set_heat_mean(heat_->total() / static_cast<double>(std::max<int64_t>(1, m_.layers * m_.experts)));
+  if (heat_) {
+    std::vector<double> totals(static_cast<size_t>(m_.layers), 0.0);
+    for (int64_t l = 0; l < m_.layers; ++l)
+      for (int64_t e = 0; e < m_.experts; ++e) totals[static_cast<size_t>(l)] += heat_->at(l, e);
+    cache_->set_layer_heat_totals(std::move(totals));
+  }
 }
 
 void StreamingExpertSource::end_pass() {

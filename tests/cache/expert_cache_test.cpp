@@ -85,10 +85,10 @@ TEST(ExpertCache, HeatKeepsAHotExpertOverARecentColdOne) {
   CacheOptions o = opts(2);
   o.heat = &heat;
   ExpertCache c(o);
-  c.set_heat_mean(heat.total() / 20.0);
-  load(c, 1);  // tick 1, bonus 2 * 100 / (100 + 5) = 1.9 ticks -> value 2.9
-  load(c, 2);  // tick 2, bonus 0 -> value 2
-  load(c, 3);  // must evict 2 (value 2 < 2.9) although 1 is older
+  c.set_layer_heat_totals({100.0, 0.0});
+  load(c, 1);  // p = (100 + 1) / (100 + 10)
+  load(c, 2);  // p = 1 / 110
+  load(c, 3);  // must evict 2 (lower p) although 1 is older
   EXPECT_EQ(c.acquire(1, false).outcome, Outcome::Ready);
   EXPECT_EQ(c.acquire(3, false).outcome, Outcome::Ready);
   // Without heat the same sequence evicts 1.
@@ -97,6 +97,31 @@ TEST(ExpertCache, HeatKeepsAHotExpertOverARecentColdOne) {
   load(plain, 2);
   load(plain, 3);
   EXPECT_EQ(plain.acquire(2, false).outcome, Outcome::Ready);
+}
+
+// Four MoE layers 1..4 visited in order; 10 experts each (key = 10 * layer + e).
+TEST(ExpertCache, KeepsTheExpertsOfTheLayersComingNext) {
+  CacheOptions o = opts(3);
+  o.first_layer = 1;
+  o.layer_cycle = 4;
+  ExpertCache c(o);
+  c.set_current_layer(1);
+  load(c, 21);  // layer 2: next up (d = 0)
+  load(c, 31);  // layer 3: d = 1
+  load(c, 11);  // layer 1, just used: next needed a whole pass later (d = 3)
+  load(c, 12);  // evicts 11 although 21 is the least recently used (LRU would drop 21)
+  EXPECT_EQ(c.acquire(11, false).outcome, Outcome::Claimed);
+  EXPECT_EQ(c.acquire(21, false).outcome, Outcome::Ready);
+  EXPECT_EQ(c.acquire(31, false).outcome, Outcome::Ready);
+  // Moving on to layer 3: layer 2's experts are now the furthest away (d = 3).
+  ExpertCache c2(o);
+  c2.set_current_layer(3);
+  load(c2, 21);
+  load(c2, 41);
+  load(c2, 11);
+  load(c2, 32);  // evicts 21 (d = 3) before 41 (d = 0) and 11 (d = 1)
+  EXPECT_EQ(c2.acquire(21, false).outcome, Outcome::Claimed);
+  EXPECT_EQ(c2.acquire(41, false).outcome, Outcome::Ready);
 }
 
 TEST(ExpertCache, ReferencedAndLoadingSlotsAreNeverEvicted) {

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Streaming benchmark (issue 4 §6): decode from a store spread over N = 1..4
+# throttled drives under a memory cap, against fio on the same drives in the
+# same session. Needs root (../shared/bench: loop drives, blkio throttle,
+# memory cgroup) and fio.
+#
+#   sudo bench/streaming/run.sh [MBPS=250] [MEM=1800M] [CACHE_GB=1.0] [TOKENS=8]
+#
+# Writes bench/results/<date>-streaming/{fio-N.json,run-N.json,run-N.log,trace-N.jsonl}
+# and prints the table (bench/streaming/table.py).
+set -euo pipefail
+MBPS=${1:-250}
+MEM=${2:-1800M}
+CACHE_GB=${3:-1.0}
+TOKENS=${4:-8}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+RIG=${DFBENCH_RIG:-$ROOT/../shared/bench}
+DF=$ROOT/build/release/deltafin
+WORK=${DFBENCH_WORK:-/var/tmp/df}
+CKPT=$WORK/bench
+OUT=$ROOT/bench/results/$(date +%Y-%m-%d)-streaming
+LOOKAHEAD=${LOOKAHEAD:-auto}
+mkdir -p "$OUT" "$WORK"
+
+[ -x "$DF" ] || { echo "build first: scripts/build.sh release" >&2; exit 1; }
+command -v fio >/dev/null || { echo "fio is needed: apt-get install fio" >&2; exit 1; }
+# The bench checkpoint: K3 expert dimensions (17.5 MB records), 5 MoE layers x 64 experts = 5.6 GB.
+[ -f "$CKPT/config.json" ] || "$DF" make-model --preset bench --out "$CKPT"
+
+for N in 1 2 3 4; do
+  "$RIG/drives-up.sh" "$N" "$MBPS" >/dev/null
+  drives=()
+  for ((i = 0; i < N; i++)); do drives+=("/mnt/dfdrive$i"); done
+
+  # fio: the same pattern the reader uses (4 MB direct reads, queue depth 4 per drive).
+  jobs=()
+  for d in "${drives[@]}"; do
+    jobs+=(--name="$(basename "$d")" --filename="$d/fio.dat" --size=3G)
+  done
+  for d in "${drives[@]}"; do [ -f "$d/fio.dat" ] || fio --name=prep --filename="$d/fio.dat" --size=3G --rw=write --bs=4M --direct=1 >/dev/null; done
+  "$RIG/in-cgroup.sh" --mem "$MEM" -- fio --rw=randread --bs=4M --iodepth=4 --ioengine=libaio --direct=1 \
+      --time_based --runtime=15 --ramp_time=2 --group_reporting=0 --output-format=json "${jobs[@]}" \
+      >"$OUT/fio-$N.json" 2>"$OUT/fio-$N.cgroup.txt"
+
+  # A store over these drives: setup writes unthrottled; the bandwidth it
+  # records is the throttle's (its probe would run outside the throttle cgroup).
+  mbps=$(printf "$MBPS%.0s," $(seq "$N")); mbps=${mbps%,}
+  dlist=$(IFS=,; echo "${drives[*]}")
+  for d in "${drives[@]}"; do rm -rf "$d/deltafin-experts"; done
+  rm -rf "$WORK/store$N"
+  "$DF" setup --from "$CKPT" --store "$WORK/store$N" --drives "$dlist" --drive-mbps "$mbps" --quiet >"$OUT/setup-$N.log" 2>&1
+
+  "$RIG/in-cgroup.sh" --mem "$MEM" --stats "$OUT/cgroup-run-$N.txt" -- "$DF" run --store "$WORK/store$N" --prompt "The quick brown fox jumps over" \
+      --max-new "$TOKENS" --ignore-eos --stats --cache-gb "$CACHE_GB" --lookahead "$LOOKAHEAD" \
+      --stats-json "$OUT/run-$N.json" --trace "$OUT/trace-$N.jsonl" >"$OUT/run-$N.log" 2>&1
+done
+"$RIG/drives-down.sh" >/dev/null || true
+python3 "$ROOT/bench/streaming/table.py" "$OUT" "$MBPS" | tee "$OUT/table.md"
