@@ -56,7 +56,7 @@ void print_stats(const GenerateStats& st, double load_s) {
 int run(const RunArgs& a) {
   auto m = load_model(a.model);
   if (a.stats || m->spine_format != "bf16") std::fprintf(stderr, "%s\n", m->describe().c_str());
-  if (a.stats && m->stream) std::fprintf(stderr, "%s\n", m->memory.describe().c_str());
+  if (m->stream) std::fprintf(stderr, "%s\n", m->memory.describe().c_str());
   if (m->stream && !m->stream->reader().engine_note().empty())
     std::fprintf(stderr, "note: %s\n", m->stream->reader().engine_note().c_str());
   std::vector<uint32_t> prompt = encode_prompt(*m->tokenizer, a);

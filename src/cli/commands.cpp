@@ -12,7 +12,8 @@ std::vector<Command>& registry() {
 }  // namespace
 
 void register_commands(CLI::App& app) {
-  registry() = {add_run(app), add_logits(app), add_make_model(app), add_inspect(app), add_tokenize(app)};
+  registry() = {add_run(app), add_logits(app), add_make_model(app), add_inspect(app), add_tokenize(app),
+                add_setup(app), add_doctor(app)};
 }
 
 int run_selected(CLI::App& /*app*/) {

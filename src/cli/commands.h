@@ -23,5 +23,7 @@ Command add_tokenize(CLI::App& app);
 Command add_make_model(CLI::App& app);
 Command add_run(CLI::App& app);
 Command add_logits(CLI::App& app);
+Command add_setup(CLI::App& app);
+Command add_doctor(CLI::App& app);
 
 }  // namespace deltafin::cli

@@ -1,6 +1,7 @@
 // deltafin doctor: checks a store against its manifest and reports every problem.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,5 +16,7 @@ struct DoctorReport {
 // Manifest, spine and expert files present with the right sizes; with `full`,
 // every SHA-256 as well.
 DoctorReport run_doctor(const std::string& store_dir, bool full);
+// The same with a progress line on stderr (for --full) and `threads` hashing in parallel.
+DoctorReport run_doctor(const std::string& store_dir, bool full, bool progress, int threads);
 
 }  // namespace deltafin

@@ -16,8 +16,17 @@ struct SetupOptions {
   int64_t replicate_hot = 0;         // hottest experts copied to a second drive
   std::optional<double> ram_gb;      // RAM budget for --spine auto; default: physical RAM
   std::vector<double> drive_mbps;    // skip the probe and use these (MB/s, one per drive)
+  uint64_t probe_bytes = 256ull << 20;  // bandwidth probe file per drive (tests use less)
   int threads = 1;
   bool quiet = false;                // no progress line (tests)
+
+  // Test hooks (the CLI reads them from DELTAFIN_SETUP_STOP_AFTER and
+  // DELTAFIN_FAKE_FREE_BYTES): raise SIGINT after this many expert files are
+  // written (0 = never), so a test interrupts at an exact point through the
+  // real Ctrl-C path (exact with threads = 1; other threads may finish a file
+  // more); and pretend every filesystem has this many free bytes.
+  uint64_t stop_after_experts = 0;
+  std::optional<uint64_t> fake_free_bytes;
 };
 
 struct SetupReport {

@@ -15,12 +15,19 @@ namespace deltafin {
 
 class K3Checkpoint;
 
-// True for the tensors §5.2 quantises in int8-row mode.
+// True for the tensors §5.2 quantises in int8-row mode, by name (the caller
+// also requires a rank-2 BF16 tensor).
 bool int8_row_target(const std::string& tensor_name);
 
 // §5.2 row quantisation of a BF16 matrix: int8 data and f16 scales. Throws
 // naming `name` and the row on a non-finite value.
 Matrix quantize_int8_row(const std::string& name, const Matrix& bf16);
+
+// The same, for `rows` rows of a larger matrix (setup streams big tensors in
+// blocks): bf16 is little-endian [rows, cols], row0 the first row's index (for
+// messages); writes q [rows, cols] and the f16 scale bit patterns.
+void quantize_int8_rows(const std::string& name, size_t row0, size_t rows, size_t cols, const uint8_t* bf16,
+                        int8_t* q, uint16_t* scales);
 
 // Spine tensors from a store's spine/ files (the engine's resident path).
 std::unique_ptr<SpineTensorSource> open_store_spine(const std::string& store_dir, const StoreManifest& m);

@@ -26,6 +26,7 @@ struct SourceFile {
 struct StoreDrive {
   std::string path;            // absolute
   double read_bytes_per_s = 0; // setup's direct-read probe
+  std::string bandwidth_source;  // "probed with O_DIRECT", "probed with buffered reads (...)", "given by --drive-mbps"
 };
 
 struct SpineFileEntry {

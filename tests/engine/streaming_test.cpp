@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "engine/loaded_model.h"
+#include "io/aligned_buffer.h"
 #include "model/kimi_k3/generator.h"
 #include "store/heat.h"
 #include "store/setup.h"
@@ -152,7 +153,9 @@ TEST_P(StreamedExactness, LogitsBitIdenticalToResident) {
   EXPECT_GT(k.demanded, 0u);
   EXPECT_EQ(k.bytes_read % m->manifest->expert_bytes, 0u);
   EXPECT_GE(k.bytes_read, k.misses * m->manifest->expert_bytes);
-  if (c.cache_gb < 0) EXPECT_GT(k.hits, 0u);  // the second pass reuses what the first read
+  if (c.cache_gb < 0) {
+    EXPECT_GT(k.hits, 0u);  // the second pass reuses what the first read
+  }
 }
 
 // Every value of every knob appears, mixed with the others.
@@ -271,6 +274,32 @@ TEST(StreamedHeat, RunsUpdateAndPersistTheHeatHistogram) {
   EXPECT_LE(h.total(), uses);
   EXPECT_GT(h.total(), uses * 0.98);
   EXPECT_EQ(h.at(0, 0), 0.0);  // layer 0 is dense: never routed
+}
+
+TEST(StreamedHeat, PinnedTierIsWarmedFromTheHeatHistogram) {
+  World& w = tiny();
+  StoreCopy s(w.store(1));
+  K3Config c = load_k3_config(s.store + "/config.json");
+  // Heat: layer 1's experts 0..3 are the hottest of all.
+  HeatHistogram h(c.num_hidden_layers, c.num_experts);
+  for (int64_t e = 0; e < 4; ++e) h.add(1, e, 100.0);
+  h.add(2, 5, 1.0);
+  h.save(s.store);
+  EngineOptions o = engine_options(Case{1, 0, LookaheadMode::Off, IoEngine::Pread, 1});
+  o.pin_gb = 4.5 * static_cast<double>(round_up_direct(s.m.expert_bytes)) / 1e9;  // room for 4 slots
+  auto m = load_k3_store(s.store, o);
+  EXPECT_EQ(m->memory.pinned_slots, 4u);
+  // Demand each pinned expert: it comes from the pinned tier (already read or
+  // being read), never from a new demand read, and the bytes are the released ones.
+  K3Checkpoint ck = load_k3_checkpoint(w.ckpt);
+  for (int64_t e = 0; e < 4; ++e) {
+    const uint64_t misses = m->stream->counters().misses;
+    ExpertHandle hnd = m->stream->get(1, e);
+    EXPECT_EQ(m->stream->counters().misses, misses) << e;
+    std::vector<uint8_t> want = ck.read_expert_record(1, e);
+    EXPECT_EQ(std::memcmp(hnd.data, want.data(), want.size()), 0) << e;
+  }
+  EXPECT_TRUE(bit_identical(logits_of(*m, w.ids, true), w.decode));
 }
 
 }  // namespace

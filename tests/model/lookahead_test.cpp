@@ -44,8 +44,8 @@ Rows random_rows(size_t T, size_t d, uint64_t seed) {
   return r;
 }
 
-// The §7.7 route of one row, computed here from the definitions with the
-// weight decode of weight_at (independent of the kernels' product).
+// The §7.7 route of one row (descending choice), computed here from the
+// definitions with the weight decode of weight_at (independent of the kernels).
 std::vector<int64_t> route_by_definition(const LoadedK3& m, int64_t layer, const float* x) {
   const LayerWeights& lw = m.weights.layers[static_cast<size_t>(layer)];
   const size_t d = static_cast<size_t>(m.config.hidden_size), E = static_cast<size_t>(m.config.num_experts);
@@ -61,8 +61,7 @@ std::vector<int64_t> route_by_definition(const LoadedK3& m, int64_t layer, const
   std::sort(score.begin(), score.end(), [](auto a, auto b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
   std::vector<int64_t> top;
   for (size_t i = 0; i < static_cast<size_t>(m.config.num_experts_per_token); ++i) top.push_back(score[i].second);
-  std::sort(top.begin(), top.end());
-  return top;
+  return top;  // descending choice score, ties to the lower id
 }
 
 std::vector<Route> as_routes(const std::vector<int64_t>& experts) {
@@ -89,7 +88,12 @@ TEST(Lookahead, PilotIsTheNextLayersRouterOnThisLayersMixOutput) {
   for (uint64_t seed = 1; seed <= 4; ++seed) {
     Rows x = random_rows(1, d, seed);
     std::vector<int64_t> got = la.plan(3, x);
-    EXPECT_EQ(got, route_by_definition(m, 3, x.row(0))) << seed;
+    // One row: the route's experts, most confident first.
+    std::vector<int64_t> want = route_by_definition(m, 3, x.row(0));
+    EXPECT_EQ(got.front(), want.front()) << seed;
+    std::sort(got.begin(), got.end());
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(got, want) << seed;
   }
 }
 

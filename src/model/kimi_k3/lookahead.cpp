@@ -76,8 +76,18 @@ std::vector<int64_t> RouteLookahead::pilot(int64_t next, const Rows& x) const {
     all.resize(kMultiRowCap);
   }
   std::vector<int64_t> out;
+  if (T == 1) {
+    // One row (decode): most confident first. The reader serves prefetches in
+    // order and stale ones are aborted when the real route arrives, so the
+    // reads that did start are the likeliest to be used.
+    std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+      return a.second != b.second ? a.second > b.second : a.first < b.first;
+    });
+    for (const auto& [e, s] : all) out.push_back(e);
+    return out;
+  }
   for (const auto& [e, s] : all) out.push_back(e);
-  std::sort(out.begin(), out.end());
+  std::sort(out.begin(), out.end());  // several rows: ascending ids (§11)
   return out;
 }
 

@@ -40,8 +40,8 @@ public:
 
   LookaheadMode mode() const { return mode_; }
   // The experts to prefetch for MoE layer `next` given layer next-1's x_mlp
-  // rows (ascending ids; empty when the gate says not to). Also remembers the
-  // PILOT prediction for scoring.
+  // rows (one row: most confident first; several: ascending ids; empty when
+  // the gate says not to). Also remembers the PILOT prediction for scoring.
   std::vector<int64_t> plan(int64_t next, const Rows& x_mlp);
   // For the first MoE layer at the start of a pass: the previous token's route.
   std::vector<int64_t> plan_first_layer();

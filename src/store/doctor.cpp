@@ -1,0 +1,167 @@
+#include "store/doctor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <mutex>
+
+#include "store/heat.h"
+#include "store/spine_layout.h"
+#include "store/store_files.h"
+#include "store/store_manifest.h"
+#include "util/error.h"
+#include "util/file.h"
+#include "util/progress.h"
+#include "util/thread_pool.h"
+
+namespace deltafin {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// "" when path is a regular file of `bytes` bytes, else what is wrong.
+std::string size_problem(const std::string& path, uint64_t bytes) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return "missing";
+  if (!fs::is_regular_file(path, ec)) return "not a regular file";
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec) return "cannot stat: " + ec.message();
+  if (size != bytes) return cat("size ", size, " bytes, store.json records ", bytes, size < bytes ? " (truncated)" : "");
+  return "";
+}
+
+}  // namespace
+
+DoctorReport run_doctor(const std::string& store_dir, bool full) { return run_doctor(store_dir, full, false, 1); }
+
+DoctorReport run_doctor(const std::string& store_dir, bool full, bool progress, int threads) {
+  DoctorReport r;
+  StoreManifest m;
+  try {
+    m = load_store_manifest(store_dir);
+  } catch (const Error& e) {
+    r.problems.push_back(e.what());  // nothing else can be checked without it
+    return r;
+  }
+  ++r.files_checked;
+  const std::string store = fs::path(store_dir).string();
+
+  // Copied metadata files: small, always hashed.
+  for (const SourceFile& s : m.source_files) {
+    if (s.sha256.empty()) continue;  // a shard: recorded, not copied
+    const std::string path = store + "/" + s.name;
+    ++r.files_checked;
+    if (std::string p = size_problem(path, s.bytes); !p.empty()) {
+      r.problems.push_back(cat(path, ": ", p));
+      continue;
+    }
+    r.bytes_hashed += s.bytes;
+    if (to_hex(hash_file(path, false)) != s.sha256)
+      r.problems.push_back(cat(path, ": SHA-256 differs from store.json (source file ", s.name, ")"));
+  }
+
+  if (file_exists(store + "/heat.json")) {
+    ++r.files_checked;
+    try {
+      HeatHistogram::load(store, m.layers, m.experts);
+    } catch (const Error& e) {
+      r.problems.push_back(e.what());
+    }
+  }
+
+  uint64_t hash_total = 0;
+  if (full) {
+    for (const SpineFileEntry& s : m.spine_files) hash_total += s.bytes;
+    for (const ExpertEntry& e : m.entries) hash_total += e.drives.size() * m.expert_bytes;
+  }
+  Progress bar("doctor", hash_total, progress && full);
+  std::mutex bar_mutex;
+  std::atomic<uint64_t> hashed{0};
+  auto hashed_more = [&](uint64_t n) {
+    hashed += n;
+    std::lock_guard<std::mutex> g(bar_mutex);
+    bar.add(n);
+  };
+
+  for (const SpineFileEntry& s : m.spine_files) {
+    const std::string path = store + "/" + s.path;
+    ++r.files_checked;
+    if (std::string p = size_problem(path, s.bytes); !p.empty()) {
+      r.problems.push_back(cat(path, ": spine file ", p));
+      continue;
+    }
+    try {
+      File f = File::open_read(path);
+      SpineHeader h = read_spine_header(f);
+      if (h.format != m.spine_format)
+        r.problems.push_back(cat(path, ": a ", spine_format_name(h.format), " spine file in a ",
+                                 spine_format_name(m.spine_format), " store"));
+    } catch (const Error& e) {
+      r.problems.push_back(e.what());
+      continue;
+    }
+    if (full) {
+      if (to_hex(hash_file(path, true)) != s.sha256)
+        r.problems.push_back(cat(path, ": spine file SHA-256 differs from store.json"));
+      hashed_more(s.bytes);
+    }
+  }
+
+  // A missing drive is one problem, not one per expert on it.
+  std::vector<bool> drive_ok(m.drives.size(), true);
+  for (size_t d = 0; d < m.drives.size(); ++d) {
+    std::error_code ec;
+    if (fs::is_directory(m.drives[d].path + "/deltafin-experts", ec)) continue;
+    drive_ok[d] = false;
+    uint64_t files = 0;
+    for (const ExpertEntry& e : m.entries)
+      for (uint16_t x : e.drives) files += x == d;
+    r.problems.push_back(cat("drive ", d, " (", m.drives[d].path, "): ", m.drives[d].path,
+                             "/deltafin-experts is missing; its ", files, " expert files were not checked"));
+  }
+
+  struct Job {
+    int64_t layer, expert;
+    uint16_t drive;
+  };
+  std::vector<Job> jobs;
+  for (int64_t l = 0; l < m.layers; ++l)
+    for (int64_t e = 0; e < m.experts; ++e)
+      for (uint16_t d : m.entries[static_cast<size_t>(l * m.experts + e)].drives)
+        if (drive_ok[d]) jobs.push_back({l, e, d});
+  std::vector<std::string> found(jobs.size());  // per job, so the report order is fixed
+  ThreadPool pool(full ? std::max(1, threads) : 1);
+  pool.parallel_for(jobs.size(), [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      const Job& j = jobs[i];
+      const ExpertEntry& e = m.entry(j.layer, j.expert);
+      const std::string path = m.expert_path(j.drive, j.layer, j.expert);
+      const std::string where = cat("layer ", j.layer, ", expert ", j.expert, ", drive ", j.drive, ": ", path, ": ");
+      if (std::string p = size_problem(path, m.expert_bytes); !p.empty()) {
+        found[i] = where + p;
+        continue;
+      }
+      if (!full) continue;
+      uint32_t crc = 0;
+      try {
+        const Sha256Digest got = hash_file(path, true, &crc);
+        if (got != e.sha256)
+          found[i] = where + "SHA-256 differs from store.json (the bytes are not the released expert)";
+        else if (crc != e.crc32c)
+          found[i] = where + "CRC-32C in store.json is wrong (the file's SHA-256 is right)";
+      } catch (const Error& x) {
+        found[i] = where + x.what();
+      }
+      hashed_more(m.expert_bytes);
+    }
+  });
+  r.files_checked += jobs.size();
+  for (std::string& p : found)
+    if (!p.empty()) r.problems.push_back(std::move(p));
+  if (full) bar.finish();
+  r.bytes_hashed += hashed;
+  return r;
+}
+
+}  // namespace deltafin

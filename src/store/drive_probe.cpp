@@ -1,0 +1,116 @@
+#include "store/drive_probe.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "util/error.h"
+
+namespace deltafin {
+
+namespace {
+
+constexpr uint64_t kBlock = 4u << 20;
+constexpr int kThreads = 4;
+
+struct AlignedFree {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+using AlignedBytes = std::unique_ptr<uint8_t, AlignedFree>;
+
+AlignedBytes aligned_block() {
+  void* p = nullptr;
+  if (::posix_memalign(&p, 4096, kBlock) != 0) fail("drive probe: out of memory");
+  return AlignedBytes(static_cast<uint8_t*>(p));
+}
+
+// Removes the probe file however the probe ends.
+struct Unlinker {
+  std::string path;
+  ~Unlinker() { ::unlink(path.c_str()); }
+};
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+DriveProbeResult probe_drive(const std::string& dir, uint64_t file_bytes, double max_seconds) {
+  file_bytes = std::max<uint64_t>(kBlock, file_bytes / kBlock * kBlock);
+  const std::string path = dir + "/deltafin-probe.tmp-" + std::to_string(::getpid());
+  Unlinker cleanup{path};
+  DriveProbeResult r;
+
+  {
+    // Random-ish bytes: a drive that compresses or dedups zeros would look too fast.
+    AlignedBytes buf = aligned_block();
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (uint64_t i = 0; i < kBlock; i += 8) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      std::memcpy(buf.get() + i, &x, 8);
+    }
+    Fd w;
+    w.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (w.fd < 0) fail(dir, ": cannot write the bandwidth probe file ", path, ": ", std::strerror(errno));
+    for (uint64_t off = 0; off < file_bytes; off += kBlock) {
+      buf.get()[0] = static_cast<uint8_t>(off >> 22);  // blocks differ
+      if (::pwrite(w.fd, buf.get(), kBlock, static_cast<off_t>(off)) != static_cast<ssize_t>(kBlock))
+        fail(dir, ": writing the bandwidth probe file ", path, " failed: ", std::strerror(errno));
+    }
+    if (::fsync(w.fd) != 0) fail(dir, ": fsync of the bandwidth probe file failed: ", std::strerror(errno));
+    ::posix_fadvise(w.fd, 0, 0, POSIX_FADV_DONTNEED);  // so a buffered fallback reads the drive
+  }
+
+  Fd rd;
+  rd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  if (rd.fd < 0 && errno == EINVAL) {
+    r.direct = false;
+    rd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (rd.fd >= 0) ::posix_fadvise(rd.fd, 0, 0, POSIX_FADV_DONTNEED);
+  }
+  if (rd.fd < 0) fail(dir, ": cannot read the bandwidth probe file ", path, ": ", std::strerror(errno));
+
+  const uint64_t blocks = file_bytes / kBlock;
+  std::atomic<uint64_t> next{0}, done_bytes{0};
+  std::atomic<bool> failed{false};
+  int read_errno = 0;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::duration<double>(max_seconds);
+  auto reader = [&] {
+    AlignedBytes buf = aligned_block();
+    for (;;) {
+      const uint64_t b = next.fetch_add(1);
+      if (b >= blocks || failed || std::chrono::steady_clock::now() >= deadline) return;
+      ssize_t n = ::pread(rd.fd, buf.get(), kBlock, static_cast<off_t>(b * kBlock));
+      if (n != static_cast<ssize_t>(kBlock)) {
+        if (!failed.exchange(true)) read_errno = n < 0 ? errno : EIO;
+        return;
+      }
+      done_bytes += kBlock;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back(reader);
+  for (std::thread& t : threads) t.join();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (failed) fail(dir, ": reading the bandwidth probe file ", path, " failed: ", std::strerror(read_errno));
+  r.bytes_read = done_bytes;
+  if (r.bytes_read == 0 || r.seconds <= 0) fail(dir, ": the bandwidth probe read nothing");
+  r.bytes_per_s = static_cast<double>(r.bytes_read) / r.seconds;
+  return r;
+}
+
+}  // namespace deltafin

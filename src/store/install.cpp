@@ -1,0 +1,85 @@
+#include "store/install.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+
+#include "store/store_files.h"
+#include "util/error.h"
+#include "util/file.h"
+
+namespace deltafin {
+
+namespace {
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_interrupt(int) { g_interrupted.store(true); }
+}  // namespace
+
+struct InterruptGuard::Saved {
+  struct sigaction old_int{}, old_term{};
+};
+
+InterruptGuard::InterruptGuard() : saved_(std::make_unique<Saved>()) {
+  g_interrupted = false;
+  struct sigaction sa{};
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, &saved_->old_int);
+  ::sigaction(SIGTERM, &sa, &saved_->old_term);
+}
+
+InterruptGuard::~InterruptGuard() {
+  ::sigaction(SIGINT, &saved_->old_int, nullptr);
+  ::sigaction(SIGTERM, &saved_->old_term, nullptr);
+}
+
+void check_interrupt() {
+  if (g_interrupted)
+    fail("setup interrupted: finished files are kept, no manifest was written; rerun the same command to resume");
+}
+
+StoreLock::StoreLock(const std::string& store) {
+  const std::string path = store + "/setup.lock";
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail(path, ": cannot create the setup lock file");
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd_);
+    fail(store, ": another deltafin setup is writing this store (", path, " is locked)");
+  }
+}
+
+StoreLock::~StoreLock() { ::close(fd_); }
+
+bool has_size(const std::string& path, uint64_t bytes) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) == bytes && !ec;
+}
+
+Sha256Digest write_verified(const std::string& path, const std::function<void(const ByteSink&)>& produce,
+                            uint64_t expect_bytes) {
+  Sha256 h;
+  {
+    AtomicFile f(path);  // destroyed before commit (an exception, Ctrl-C): the temporary is removed
+    produce([&](const uint8_t* p, size_t n) {
+      check_interrupt();
+      f.write(p, n);
+      h.update(p, n);
+    });
+    check_interrupt();
+    if (f.written() != expect_bytes) fail(path, ": wrote ", f.written(), " bytes, expected ", expect_bytes);
+    f.commit();
+  }
+  const Sha256Digest want = h.finish();
+  if (hash_file(path, /*drop_cache=*/true) != want) {
+    ::unlink(path.c_str());
+    fail(path, ": read back after writing, the file's SHA-256 differs from the bytes written (removed; the drive "
+               "returned other bytes than it was given)");
+  }
+  return want;
+}
+
+}  // namespace deltafin

@@ -1,0 +1,143 @@
+#include "store/placement.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <set>
+
+#include "util/error.h"
+
+namespace deltafin {
+
+namespace {
+
+// Two drives whose probes differ by less than this are the same model of
+// drive measured twice: a short probe varies by several percent run to run.
+constexpr double kEqualBandwidth = 1.15;
+constexpr double kTie = 1e-9;
+
+// Drive order used to break ties in layer k: starts at drive k mod D, so
+// whatever is handed out on a tie goes round the drives from layer to layer.
+size_t rotated_rank(size_t drive, size_t k, size_t drives) { return (drive + drives - k % drives) % drives; }
+
+}  // namespace
+
+std::vector<double> placement_weights(const std::vector<double>& bw) {
+  std::vector<size_t> order(bw.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return bw[a] < bw[b]; });
+  std::vector<double> w(bw.size());
+  for (size_t begin = 0; begin < order.size();) {
+    size_t end = begin + 1;
+    while (end < order.size() && bw[order[end]] <= bw[order[begin]] * kEqualBandwidth) ++end;
+    double sum = 0;
+    for (size_t i = begin; i < end; ++i) sum += bw[order[i]];
+    for (size_t i = begin; i < end; ++i) w[order[i]] = sum / static_cast<double>(end - begin);
+    begin = end;
+  }
+  return w;
+}
+
+std::vector<std::vector<uint16_t>> place_experts(const PlacementInput& in) {
+  const size_t D = in.drive_bytes_per_s.size();
+  const int64_t E = in.experts;
+  if (D == 0) fail("placement: no drives");
+  if (D > 65535) fail("placement: ", D, " drives (at most 65535)");
+  for (size_t d = 0; d < D; ++d)
+    if (!(in.drive_bytes_per_s[d] > 0) || !std::isfinite(in.drive_bytes_per_s[d]))
+      fail("placement: drive ", d, " bandwidth ", in.drive_bytes_per_s[d], " must be finite and > 0");
+  if (in.layers < 1 || E < 1) fail("placement: ", in.layers, " layers x ", E, " experts");
+  std::vector<bool> is_moe(static_cast<size_t>(in.layers), false);
+  for (size_t i = 0; i < in.moe_layers.size(); ++i) {
+    const int64_t l = in.moe_layers[i];
+    if (l < 0 || l >= in.layers || (i && l <= in.moe_layers[i - 1]))
+      fail("placement: MoE layer list must be ascending layers in [0, ", in.layers, ")");
+    is_moe[static_cast<size_t>(l)] = true;
+  }
+  if (!in.replicate.empty() && D < 2)
+    fail("--replicate-hot: replicating ", in.replicate.size(), " experts needs at least two drives, got one");
+
+  // Weights as fractions of the whole (sum 1), so loads below compare at a
+  // scale where kTie means "equal".
+  std::vector<double> w = placement_weights(in.drive_bytes_per_s);
+  const double W = std::accumulate(w.begin(), w.end(), 0.0);
+  for (double& x : w) x /= W;
+  std::vector<std::vector<uint16_t>> out(static_cast<size_t>(in.layers * E));
+  // layer_files[l][d]: files on drive d in layer l (replicas included).
+  std::vector<std::vector<int64_t>> layer_files(static_cast<size_t>(in.layers), std::vector<int64_t>(D, 0));
+  std::vector<double> target(D, 0.0);  // running ideal share over the layers so far
+  std::vector<int64_t> assigned(D, 0);
+
+  for (size_t k = 0; k < in.moe_layers.size(); ++k) {
+    const int64_t layer = in.moe_layers[k];
+    // Counts per drive: the floor of the ideal share, then the remainder to the
+    // drives furthest behind their running ideal (ties in rotated order). This
+    // keeps every drive within one file of its ideal over any run of layers.
+    std::vector<int64_t> count(D);
+    int64_t given = 0;
+    for (size_t d = 0; d < D; ++d) {
+      const double share = static_cast<double>(E) * w[d];
+      target[d] += share;
+      count[d] = static_cast<int64_t>(std::floor(share));
+      given += count[d];
+    }
+    std::vector<size_t> by_debt(D);
+    std::iota(by_debt.begin(), by_debt.end(), 0);
+    std::sort(by_debt.begin(), by_debt.end(), [&](size_t a, size_t b) {
+      const double da = target[a] - static_cast<double>(assigned[a] + count[a]);
+      const double db = target[b] - static_cast<double>(assigned[b] + count[b]);
+      if (std::fabs(da - db) > kTie) return da > db;
+      return rotated_rank(a, k, D) < rotated_rank(b, k, D);
+    });
+    for (size_t i = 0; given < E; i = (i + 1) % D, ++given) ++count[by_debt[i]];
+    for (size_t d = 0; d < D; ++d) assigned[d] += count[d];
+
+    // Interleave ids over the drives (smooth weighted round robin): each step
+    // every drive earns its count, the richest takes the next id and pays E.
+    std::vector<int64_t> credit(D, 0);
+    for (int64_t e = 0; e < E; ++e) {
+      size_t best = 0;
+      bool have = false;
+      for (size_t d = 0; d < D; ++d) {
+        credit[d] += count[d];
+        if (count[d] == 0) continue;
+        if (!have || credit[d] > credit[best] ||
+            (credit[d] == credit[best] && rotated_rank(d, k, D) < rotated_rank(best, k, D)))
+          best = d, have = true;
+      }
+      credit[best] -= E;
+      out[static_cast<size_t>(layer * E + e)] = {static_cast<uint16_t>(best)};
+      ++layer_files[static_cast<size_t>(layer)][best];
+    }
+  }
+
+  std::vector<int64_t> total(D, 0);
+  for (const auto& per_layer : layer_files)
+    for (size_t d = 0; d < D; ++d) total[d] += per_layer[d];
+  std::set<std::pair<int64_t, int64_t>> seen;
+  for (const auto& [layer, expert] : in.replicate) {
+    if (layer < 0 || layer >= in.layers || !is_moe[static_cast<size_t>(layer)] || expert < 0 || expert >= E)
+      fail("placement: cannot replicate (layer ", layer, ", expert ", expert, "): not a routed expert");
+    if (!seen.insert({layer, expert}).second)
+      fail("placement: (layer ", layer, ", expert ", expert, ") listed twice for replication");
+    std::vector<uint16_t>& drives = out[static_cast<size_t>(layer * E + expert)];
+    std::vector<int64_t>& files = layer_files[static_cast<size_t>(layer)];
+    size_t best = D;
+    for (size_t d = 0; d < D; ++d) {
+      if (d == drives[0]) continue;
+      if (best == D) {
+        best = d;
+        continue;
+      }
+      const double ld = static_cast<double>(files[d]) / w[d], lb = static_cast<double>(files[best]) / w[best];
+      const double td = static_cast<double>(total[d]) / w[d], tb = static_cast<double>(total[best]) / w[best];
+      if (ld < lb - kTie || (std::fabs(ld - lb) <= kTie && td < tb - kTie)) best = d;
+    }
+    drives.push_back(static_cast<uint16_t>(best));
+    ++files[best];
+    ++total[best];
+  }
+  return out;
+}
+
+}  // namespace deltafin

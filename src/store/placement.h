@@ -1,0 +1,40 @@
+// Which drive(s) hold each routed expert (design.md §3). A pure function of
+// its inputs, so the same drives and bandwidths always give the same store.
+//
+// - Every MoE layer's experts are spread over all drives in proportion to
+//   bandwidth: a token reads 16 experts of one layer at once, and those reads
+//   must keep every drive busy and finish together.
+// - Bandwidths within 15% of each other count as equal (see placement_weights):
+//   probe noise must not make two identical drives hold different shares.
+// - A layer's share that does not divide evenly goes round the drives from
+//   layer to layer, so no drive always takes the remainder.
+// - Within a layer, expert ids are interleaved over the drives (equal drives:
+//   consecutive ids are on different drives).
+// - Replicas: each hot (layer, expert) gets a second drive, the other drive
+//   with the least load (that layer's files per unit of bandwidth, then the
+//   whole store's), so a replicated read can go where it finishes first.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace deltafin {
+
+struct PlacementInput {
+  int64_t layers = 0, experts = 0;
+  std::vector<int64_t> moe_layers;        // layers that have routed experts, ascending
+  std::vector<double> drive_bytes_per_s;  // one per drive, > 0
+  std::vector<std::pair<int64_t, int64_t>> replicate;  // (layer, expert) to copy to a second drive
+};
+
+// [layer * experts + expert] -> drives, primary first; empty for layers
+// without routed experts. Errors (named) on bad input, e.g. replicas with one drive.
+std::vector<std::vector<uint16_t>> place_experts(const PlacementInput& in);
+
+// The weight each drive's share is computed from: drives are sorted by
+// bandwidth and grouped while within 15% of the group's slowest; every drive of
+// a group gets the group's mean.
+std::vector<double> placement_weights(const std::vector<double>& drive_bytes_per_s);
+
+}  // namespace deltafin

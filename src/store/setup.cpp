@@ -1,0 +1,407 @@
+// deltafin setup (design.md §3). Order of work, chosen so that a failure or
+// Ctrl-C at any point leaves nothing half-written and a rerun finishes the job:
+//   1. check everything that can be checked without writing: options, drives,
+//      the checkpoint, an existing store's source, free space;
+//   2. remove temporaries of crashed runs and the old manifest;
+//   3. copy the metadata files, write the spine files, copy the experts — each
+//      file under a temporary name, synced, renamed, read back and verified;
+//      files already there with the right hash are kept;
+//   4. write store.json last, so a store with a manifest is complete.
+#include "store/setup.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "format/k3_checkpoint.h"
+#include "format/k3_tensors.h"
+#include "store/drive_probe.h"
+#include "store/heat.h"
+#include "store/install.h"
+#include "store/placement.h"
+#include "store/spine_writer.h"
+#include "store/store_files.h"
+#include "store/store_manifest.h"
+#include "util/crc32c.h"
+#include "util/error.h"
+#include "util/file.h"
+#include "util/progress.h"
+#include "util/sha256.h"
+#include "util/thread_pool.h"
+
+namespace deltafin {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The metadata files copied into the store (their hashes are recorded; the
+// engine reads them from the store). Shards are recorded by name and size only:
+// their content is covered expert by expert and by the spine files' hashes.
+const char* const kCopiedFiles[] = {"config.json", "tiktoken.model", "tokenizer_config.json"};
+
+// Spine goes BF16 (exact) while it takes at most this share of the RAM budget;
+// the rest is the expert cache's, and a cache of a few percent of the experts
+// is too small to run well.
+constexpr double kBf16SpineShare = 0.75;
+
+// RAM sizes in binary units, as RAM is sold.
+std::string gib(double bytes) {
+  char buf[32];
+  if (bytes < 1024.0 * 1024.0 * 1024.0)
+    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+void say(const std::string& line) {
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+std::vector<std::string> check_drives(const std::vector<std::string>& drives) {
+  if (drives.empty()) fail("--drives: at least one drive directory is needed");
+  std::vector<std::string> out;
+  std::map<std::string, std::string> seen;  // canonical -> as given
+  for (const std::string& d : drives) {
+    std::error_code ec;
+    if (d.empty()) fail("--drives: an empty path");
+    if (!fs::exists(d, ec)) fail("--drives: '", d, "' does not exist (create the directory on the drive first)");
+    if (!fs::is_directory(d, ec)) fail("--drives: '", d, "' is not a directory");
+    const std::string canon = fs::canonical(d).string();
+    auto [it, fresh] = seen.emplace(canon, d);
+    if (!fresh) fail("--drives: '", it->second, "' and '", d, "' are the same directory (", canon, ")");
+    if (::access(canon.c_str(), W_OK) != 0) fail("--drives: '", d, "' is not writable");
+    out.push_back(canon);
+  }
+  return out;
+}
+
+SourceFile source_meta(const std::string& dir, const std::string& name, std::string* contents) {
+  const std::string path = (fs::path(dir) / name).string();
+  *contents = read_text_file(path);
+  return SourceFile{name, contents->size(), to_hex(sha256(contents->data(), contents->size()))};
+}
+
+// store/drives.json: the probed bandwidths, reused while --drives is the same list.
+std::vector<StoreDrive> load_probed_drives(const std::string& store, const std::vector<std::string>& drives) {
+  const std::string path = store + "/drives.json";
+  if (!file_exists(path)) return {};
+  try {
+    const nlohmann::json j = nlohmann::json::parse(read_text_file(path));
+    std::vector<StoreDrive> out;
+    for (const nlohmann::json& d : j.at("drives"))
+      out.push_back({d.at("path").get<std::string>(), d.at("read_bytes_per_s").get<double>(),
+                     d.at("bandwidth_source").get<std::string>()});
+    if (out.size() != drives.size()) return {};
+    for (size_t i = 0; i < out.size(); ++i)
+      if (out[i].path != drives[i] || !(out[i].read_bytes_per_s > 0)) return {};
+    return out;
+  } catch (const nlohmann::json::exception&) {
+    say(cat(path, ": unreadable; probing the drives again"));
+    return {};
+  }
+}
+
+void save_probed_drives(const std::string& store, const std::vector<StoreDrive>& drives) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const StoreDrive& d : drives)
+    list.push_back({{"path", d.path}, {"read_bytes_per_s", d.read_bytes_per_s}, {"bandwidth_source", d.bandwidth_source}});
+  write_file_atomic(store + "/drives.json", nlohmann::json{{"drives", list}}.dump(1) + "\n");
+}
+
+uint64_t physical_ram() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) fail("cannot read the physical RAM size; pass --ram-gb");
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+struct SpineChoice {
+  SpineFormat format;
+  std::string reason;
+};
+
+SpineChoice choose_spine(const std::string& mode, uint64_t bf16_bytes, uint64_t int8_bytes, double budget,
+                         const std::string& budget_source) {
+  if (mode == "bf16") return {SpineFormat::BF16, "requested (--spine bf16)"};
+  if (mode == "int8" || mode == "int8-row") return {SpineFormat::Int8Row, "requested (--spine int8)"};
+  if (mode != "auto") fail("--spine: '", mode, "' (expected auto, bf16 or int8)");
+  if (static_cast<double>(bf16_bytes) <= kBf16SpineShare * budget)
+    return {SpineFormat::BF16, cat(human_bytes(static_cast<double>(bf16_bytes)), " BF16 spine fits 75% of the ",
+                                   gib(budget), " RAM budget (", budget_source, ")")};
+  return {SpineFormat::Int8Row,
+          cat(human_bytes(static_cast<double>(bf16_bytes)), " BF16 spine exceeds 75% of the ", gib(budget),
+              " RAM budget (", budget_source, "); int8-row takes ", human_bytes(static_cast<double>(int8_bytes)),
+              " and is not weight-exact (k3-model.md §5.2)")};
+}
+
+}  // namespace
+
+SetupReport run_setup(const SetupOptions& o) {
+  if (o.from.empty()) fail("--from: the checkpoint directory is required");
+  if (o.store.empty()) fail("--store: the store directory is required");
+  if (o.replicate_hot < 0) fail("--replicate-hot: ", o.replicate_hot, " (must be >= 0)");
+  if (o.threads < 1) fail("--threads: ", o.threads, " (must be >= 1)");
+  if (o.ram_gb && !(*o.ram_gb > 0)) fail("--ram-gb: ", *o.ram_gb, " (must be > 0)");
+  if (o.spine != "auto" && o.spine != "bf16" && o.spine != "int8" && o.spine != "int8-row")
+    fail("--spine: '", o.spine, "' (expected auto, bf16 or int8)");
+  const std::vector<std::string> drives = check_drives(o.drives);
+  if (!o.drive_mbps.empty() && o.drive_mbps.size() != drives.size())
+    fail("--drive-mbps: ", o.drive_mbps.size(), " values for ", drives.size(), " drives");
+  for (double v : o.drive_mbps)
+    if (!(v > 0) || !std::isfinite(v)) fail("--drive-mbps: ", v, " (every value must be > 0)");
+  if (o.replicate_hot > 0 && drives.size() < 2)
+    fail("--replicate-hot ", o.replicate_hot, ": replicas need a second drive, but --drives names one");
+
+  const auto t0 = std::chrono::steady_clock::now();
+  SetupReport report;
+  const K3Checkpoint k = load_k3_checkpoint(o.from);
+  const K3Config& c = k.config;
+  const int64_t L = c.num_hidden_layers, E = c.num_experts;
+  const uint64_t record_bytes = k3_expert_record_bytes(c);
+
+  // Source identity.
+  StoreManifest m;
+  m.source_dir = fs::canonical(o.from).string();
+  std::map<std::string, std::string> copies;  // name -> contents
+  for (const char* name : kCopiedFiles) {
+    if (!fs::exists(fs::path(o.from) / name)) continue;
+    m.source_files.push_back(source_meta(o.from, name, &copies[name]));
+  }
+  for (const auto& shard : k.tensors.shards())
+    m.source_files.push_back({fs::path(shard->path()).filename().string(), shard->file_size(), ""});
+
+  // The store directory; an existing manifest must describe the same source.
+  fs::create_directories(o.store);
+  const std::string store = fs::canonical(o.store).string();
+  StoreLock lock(store);
+  if (file_exists(store + "/store.json")) {
+    StoreManifest old = with_context(cat(store, ": existing store (delete store.json to rebuild from scratch)"),
+                                     [&] { return load_store_manifest(store); });
+    auto same = [](const SourceFile& a, const SourceFile& b) {
+      return a.name == b.name && a.bytes == b.bytes && a.sha256 == b.sha256;
+    };
+    bool match = old.source_files.size() == m.source_files.size();
+    for (size_t i = 0; match && i < m.source_files.size(); ++i) match = same(old.source_files[i], m.source_files[i]);
+    if (!match)
+      fail(store, "/store.json: field 'source.files': the store was built from another checkpoint (", old.source_dir,
+           ") than --from ", m.source_dir, "; use another --store directory, or delete this one");
+  }
+
+  // Spine format and the RAM budget.
+  const SpinePlan bf16_plan = plan_spine(k, SpineFormat::BF16);
+  const SpinePlan int8_plan = plan_spine(k, SpineFormat::Int8Row);
+  const double budget = o.ram_gb ? *o.ram_gb * 1024.0 * 1024.0 * 1024.0 : static_cast<double>(physical_ram());
+  const std::string budget_source = o.ram_gb ? "--ram-gb" : "physical RAM";
+  const SpineChoice spine = choose_spine(o.spine, bf16_plan.resident_bytes, int8_plan.resident_bytes, budget, budget_source);
+  const SpinePlan& plan = spine.format == SpineFormat::BF16 ? bf16_plan : int8_plan;
+  m.spine_format = spine.format;
+  m.spine_reason = spine.reason;
+  m.spine_bytes = plan.resident_bytes;
+  report.spine_format = spine_format_name(spine.format);
+  report.spine_reason = spine.reason;
+  say(cat("spine: ", report.spine_format, " — ", spine.reason));
+  const double left = budget - static_cast<double>(plan.resident_bytes);
+  say(cat("RAM budget ", gib(budget), " (", budget_source, "): spine ", human_bytes(static_cast<double>(plan.resident_bytes)),
+          ", ", left > 0 ? gib(left) : std::string("nothing"), " left for the expert cache",
+          left > 0 ? "" : " — the spine alone does not fit; runs will page"));
+
+  // Drive bandwidth: given, or probed once per store and remembered in
+  // drives.json, so a resumed setup places experts exactly as the first run
+  // did (a second probe would differ by noise and could move files).
+  const std::vector<StoreDrive> remembered = o.drive_mbps.empty() ? load_probed_drives(store, drives) : std::vector<StoreDrive>{};
+  for (size_t d = 0; d < drives.size(); ++d) {
+    StoreDrive sd;
+    sd.path = drives[d];
+    std::string note;
+    if (!o.drive_mbps.empty()) {
+      sd.read_bytes_per_s = o.drive_mbps[d] * 1e6;
+      sd.bandwidth_source = "given by --drive-mbps";
+    } else if (!remembered.empty()) {
+      sd = remembered[d];
+      note = " by an earlier run (delete drives.json to probe again)";
+    } else {
+      DriveProbeResult p = probe_drive(drives[d], o.probe_bytes);
+      sd.read_bytes_per_s = p.bytes_per_s;
+      sd.bandwidth_source = p.method();
+    }
+    say(cat("drive ", d, ": ", sd.path, ": ", human_bytes(sd.read_bytes_per_s), "/s, ", sd.bandwidth_source, note));
+    report.drive_bytes_per_s.push_back(sd.read_bytes_per_s);
+    m.drives.push_back(sd);
+  }
+  const bool remember = o.drive_mbps.empty() && remembered.empty();
+
+  // Placement, with the hottest experts replicated when a heat histogram exists.
+  PlacementInput pin;
+  pin.layers = L;
+  pin.experts = E;
+  for (int64_t l = 0; l < L; ++l)
+    if (c.is_moe_layer(l)) pin.moe_layers.push_back(l);
+  pin.drive_bytes_per_s = report.drive_bytes_per_s;
+  if (o.replicate_hot > 0) {
+    if (!file_exists(store + "/heat.json")) {
+      say(cat("--replicate-hot ", o.replicate_hot, ": nothing replicated: there is no heat histogram yet (",
+              store, "/heat.json is written by runs; rerun setup after some use)"));
+    } else {
+      const HeatHistogram heat = HeatHistogram::load(store, L, E);
+      for (const auto& [l, e] : heat.hottest(static_cast<size_t>(o.replicate_hot) + static_cast<size_t>(E)))
+        if (c.is_moe_layer(l) && pin.replicate.size() < static_cast<size_t>(o.replicate_hot)) pin.replicate.push_back({l, e});
+      say(cat("--replicate-hot ", o.replicate_hot, ": ", pin.replicate.size(), " hottest experts get a second drive",
+              pin.replicate.size() < static_cast<size_t>(o.replicate_hot) ? " (no others have been used)" : ""));
+    }
+  }
+  const std::vector<std::vector<uint16_t>> placed = place_experts(pin);
+
+  // Free space, before anything is written. Files already there with the right
+  // size count as done (the hash check comes later and may still rewrite one;
+  // a rename replaces it, so that needs no extra room beyond slack).
+  struct Need {
+    uint64_t bytes = 0;
+    std::string where, path;
+  };
+  std::map<uint64_t, Need> need;  // by filesystem
+  auto add_need = [&](const std::string& where, const std::string& path, uint64_t bytes) {
+    Need& n = need[device_of(path)];
+    n.bytes += bytes;
+    if (n.where.empty()) n.where = where, n.path = path;
+    else if (n.where.find(where) == std::string::npos) n.where += " and " + where;
+  };
+  add_need(cat("store ", store), store, 0);
+  for (const SpineFilePlan& f : plan.files)
+    if (!has_size(store + "/" + f.path, f.bytes)) add_need(cat("store ", store), store, f.bytes);
+  for (size_t d = 0; d < drives.size(); ++d) add_need(cat("drive ", drives[d]), drives[d], 0);
+  for (int64_t l : pin.moe_layers)
+    for (int64_t e = 0; e < E; ++e)
+      for (uint16_t d : placed[static_cast<size_t>(l * E + e)])
+        if (!has_size(drives[d] + "/" + expert_relative_path(l, e), record_bytes))
+          add_need(cat("drive ", drives[d]), drives[d], record_bytes);
+  for (const auto& [dev, n] : need) {
+    const uint64_t free = o.fake_free_bytes ? *o.fake_free_bytes : free_bytes(n.path);
+    if (n.bytes > free)
+      fail(n.where, ": not enough free space: setup needs ", n.bytes, " bytes (", human_bytes(static_cast<double>(n.bytes)),
+           ") there, the filesystem has ", free, " bytes (", human_bytes(static_cast<double>(free)), ") free");
+  }
+
+  // From here on files are written. First clear what a crashed run left.
+  InterruptGuard interrupts;
+  fs::create_directories(store + "/spine");
+  int stale = remove_stale_temps(store) + remove_stale_temps(store + "/spine");
+  for (const std::string& d : drives) {
+    stale += remove_stale_temps(d);  // bandwidth probe files
+    for (int64_t l : pin.moe_layers) {
+      const std::string dir = d + "/" + fs::path(expert_relative_path(l, 0)).parent_path().string();
+      stale += remove_stale_temps(dir);
+    }
+  }
+  if (stale) say(cat("removed ", stale, " temporary files left by an interrupted setup"));
+  if (remember) save_probed_drives(store, m.drives);
+  if (file_exists(store + "/store.json") && ::unlink((store + "/store.json").c_str()) != 0)
+    fail(store, "/store.json: cannot remove the old manifest before rewriting the store");
+
+  uint64_t total = plan.file_bytes;
+  for (const auto& p : placed) total += p.size() * record_bytes;
+  Progress progress("setup", total, !o.quiet);
+  std::mutex progress_mutex;
+  auto advance = [&](uint64_t bytes) {
+    std::lock_guard<std::mutex> g(progress_mutex);
+    progress.add(bytes);
+  };
+
+  for (const auto& [name, contents] : copies) {
+    const std::string path = store + "/" + name;
+    if (!has_size(path, contents.size()) || hash_file(path, false) != sha256(contents.data(), contents.size()))
+      write_file_atomic(path, contents);
+  }
+
+  // Spine files.
+  for (const SpineFilePlan& f : plan.files) {
+    check_interrupt();
+    const std::string path = store + "/" + f.path;
+    auto produce = [&](const std::function<void(const uint8_t*, size_t)>& out) { generate_spine_file(k, f, out); };
+    Sha256Digest digest{};
+    bool done = false;
+    if (has_size(path, f.bytes)) {
+      Sha256 h;
+      produce([&](const uint8_t* p, size_t n) {
+        check_interrupt();
+        h.update(p, n);
+      });
+      digest = h.finish();
+      done = hash_file(path, false) == digest;
+    }
+    if (!done) {
+      digest = write_verified(path, produce, f.bytes);
+      report.bytes_written += f.bytes;
+    }
+    advance(f.bytes);
+    m.spine_files.push_back({f.path, f.bytes, to_hex(digest)});
+  }
+
+  // Experts: workers take (layer, expert) jobs in order; each reads the record
+  // once from the shards and installs it on every drive placed for it.
+  for (size_t d = 0; d < drives.size(); ++d)
+    for (int64_t l : pin.moe_layers)
+      fs::create_directories(drives[d] + "/" + fs::path(expert_relative_path(l, 0)).parent_path().string());
+  m.layers = L;
+  m.experts = E;
+  m.expert_bytes = record_bytes;
+  m.entries.assign(static_cast<size_t>(L * E), ExpertEntry{});
+  std::vector<std::pair<int64_t, int64_t>> jobs;
+  for (int64_t l : pin.moe_layers)
+    for (int64_t e = 0; e < E; ++e) jobs.push_back({l, e});
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::atomic<uint64_t> written{0}, skipped{0}, written_bytes{0};
+  ThreadPool pool(o.threads);
+  pool.parallel_for(static_cast<size_t>(o.threads), [&](size_t, size_t) {
+    try {
+      for (size_t j; !failed && (j = next.fetch_add(1)) < jobs.size();) {
+        check_interrupt();
+        const auto [l, e] = jobs[j];
+        const std::vector<uint8_t> record = k.read_expert_record(l, e);
+        ExpertEntry& entry = m.entries[static_cast<size_t>(l * E + e)];
+        entry.drives = placed[static_cast<size_t>(l * E + e)];
+        entry.sha256 = sha256(record.data(), record.size());
+        entry.crc32c = crc32c(record.data(), record.size());
+        for (uint16_t d : entry.drives) {
+          const std::string path = drives[d] + "/" + expert_relative_path(l, e);
+          if (has_size(path, record_bytes) && hash_file(path, false) == entry.sha256) {
+            ++skipped;
+          } else {
+            const Sha256Digest got = write_verified(
+                path, [&](const auto& out) { out(record.data(), record.size()); }, record_bytes);
+            if (got != entry.sha256) fail(path, ": internal error: written bytes differ from the record");
+            written_bytes += record_bytes;
+            if (++written == o.stop_after_experts) ::raise(SIGINT);
+          }
+          advance(record_bytes);
+        }
+      }
+    } catch (...) {
+      failed = true;
+      throw;
+    }
+  });
+  check_interrupt();
+  progress.finish();
+  report.experts_written = written;
+  report.experts_skipped = skipped;
+  report.bytes_written += written_bytes;
+
+  save_store_manifest(store, m);
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+}  // namespace deltafin

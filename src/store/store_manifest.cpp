@@ -1,0 +1,333 @@
+#include "store/store_manifest.h"
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "util/error.h"
+#include "util/file.h"
+#include "util/sha256.h"
+
+namespace deltafin {
+
+namespace {
+
+using nlohmann::json;
+
+// K3: layer 0 is the dense layer, every later one is MoE (K3Config::is_moe_layer).
+// The manifest lists placements for exactly those layers.
+constexpr int64_t kFirstMoeLayer = 1;
+
+std::string manifest_path(const std::string& store_dir) {
+  return (std::filesystem::path(store_dir) / "store.json").string();
+}
+
+// Reads one JSON object's fields with errors naming the file and the field's
+// full path ("store.json: field 'drives[1].path': ..."). Unknown keys are
+// refused: a misspelt field must not be silently ignored.
+class Fields {
+public:
+  Fields(const json& obj, const std::string& file, std::string prefix) : obj_(obj), file_(file), prefix_(std::move(prefix)) {
+    if (!obj.is_object()) fail(file_, ": field '", prefix_.empty() ? "(root)" : prefix_, "' must be an object");
+  }
+
+  std::string name(const std::string& key) const { return prefix_.empty() ? key : prefix_ + "." + key; }
+
+  const json& get(const std::string& key) {
+    auto it = obj_.find(key);
+    if (it == obj_.end()) fail(file_, ": field '", name(key), "' is missing");
+    ++read_;
+    return *it;
+  }
+
+  std::string str(const std::string& key) {
+    const json& v = get(key);
+    if (!v.is_string()) fail(file_, ": field '", name(key), "' must be a string");
+    return v.get<std::string>();
+  }
+
+  uint64_t u64(const std::string& key) { return as_u64(get(key), name(key)); }
+
+  int64_t count(const std::string& key) {
+    uint64_t v = u64(key);
+    if (v > (1u << 20)) fail(file_, ": field '", name(key), "' = ", v, " is implausibly large");
+    return static_cast<int64_t>(v);
+  }
+
+  double positive(const std::string& key) {
+    const json& v = get(key);
+    if (!v.is_number()) fail(file_, ": field '", name(key), "' must be a number");
+    double d = v.get<double>();
+    if (!std::isfinite(d) || d <= 0) fail(file_, ": field '", name(key), "' = ", d, " must be finite and > 0");
+    return d;
+  }
+
+  const json& array(const std::string& key) {
+    const json& v = get(key);
+    if (!v.is_array()) fail(file_, ": field '", name(key), "' must be an array");
+    return v;
+  }
+
+  uint64_t as_u64(const json& v, const std::string& field) const {
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+      fail(file_, ": field '", field, "' must be a non-negative integer");
+    return v.get<uint64_t>();
+  }
+
+  // Call after reading every field once (`known` lists them): anything else
+  // is unknown. Counting keeps this cheap for 82,432 placements.
+  void no_other_fields(std::initializer_list<const char*> known) const {
+    if (obj_.size() == read_) return;
+    for (auto it = obj_.begin(); it != obj_.end(); ++it)
+      if (std::find_if(known.begin(), known.end(), [&](const char* k) { return it.key() == k; }) == known.end())
+        fail(file_, ": unknown field '", name(it.key()), "'");
+  }
+
+private:
+  const json& obj_;
+  const std::string& file_;
+  std::string prefix_;
+  size_t read_ = 0;
+};
+
+std::string item(const std::string& array, size_t i) { return cat(array, "[", i, "]"); }
+
+bool parse_hex_digest(const std::string& hex, Sha256Digest* out) {
+  if (hex.size() != 64) return false;
+  for (size_t i = 0; i < 32; ++i) {
+    int v = 0;
+    for (int k = 0; k < 2; ++k) {
+      char c = hex[2 * i + k];
+      int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+      if (d < 0) return false;  // lowercase only: one spelling per hash
+      v = v * 16 + d;
+    }
+    (*out)[i] = static_cast<uint8_t>(v);
+  }
+  return true;
+}
+
+void check_hex(const std::string& file, const std::string& field, const std::string& hex, bool allow_empty) {
+  Sha256Digest d;
+  if (allow_empty && hex.empty()) return;
+  if (!parse_hex_digest(hex, &d))
+    fail(file, ": field '", field, "' = \"", hex, "\" is not a SHA-256 (64 lowercase hex digits)");
+}
+
+}  // namespace
+
+const char* spine_format_name(SpineFormat f) { return f == SpineFormat::BF16 ? "bf16" : "int8-row"; }
+
+SpineFormat parse_spine_format(const std::string& name) {
+  if (name == "bf16") return SpineFormat::BF16;
+  if (name == "int8-row") return SpineFormat::Int8Row;
+  fail("unknown spine format '", name, "' (expected bf16 or int8-row)");
+}
+
+std::string expert_relative_path(int64_t layer, int64_t expert) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "deltafin-experts/L%03lld/E%03lld.bin", static_cast<long long>(layer),
+                static_cast<long long>(expert));
+  return buf;
+}
+
+const ExpertEntry& StoreManifest::entry(int64_t layer, int64_t expert) const {
+  if (layer < 0 || layer >= layers || expert < 0 || expert >= experts)
+    fail("store manifest: no entry for (layer ", layer, ", expert ", expert, "); the store has ", layers, " layers x ",
+         experts, " experts");
+  return entries[static_cast<size_t>(layer * experts + expert)];
+}
+
+std::string StoreManifest::expert_path(int drive, int64_t layer, int64_t expert) const {
+  if (drive < 0 || static_cast<size_t>(drive) >= drives.size())
+    fail("store manifest: no drive ", drive, " (the store has ", drives.size(), ")");
+  return drives[static_cast<size_t>(drive)].path + "/" + expert_relative_path(layer, expert);
+}
+
+StoreManifest load_store_manifest(const std::string& store_dir) {
+  const std::string file = manifest_path(store_dir);
+  json root;
+  try {
+    root = json::parse(read_text_file(file));
+  } catch (const json::exception& e) {
+    fail(file, ": not valid JSON: ", e.what());
+  }
+  StoreManifest m;
+  Fields top(root, file, "");
+  if (top.str("format") != "deltafin-store") fail(file, ": field 'format' must be \"deltafin-store\"");
+  const uint64_t version = top.u64("version");
+  if (version != kStoreManifestVersion)
+    fail(file, ": field 'version' is ", version, ", this build reads version ", kStoreManifestVersion,
+         " (rerun setup to rebuild the store)");
+  m.version = static_cast<int>(version);
+
+  {
+    Fields src(top.get("source"), file, "source");
+    m.source_dir = src.str("dir");
+    const json& files = src.array("files");
+    std::set<std::string> names;
+    for (size_t i = 0; i < files.size(); ++i) {
+      const std::string p = item("source.files", i);
+      Fields f(files[i], file, p);
+      SourceFile s;
+      s.name = f.str("name");
+      s.bytes = f.u64("bytes");
+      s.sha256 = f.str("sha256");
+      f.no_other_fields({"name", "bytes", "sha256"});
+      if (s.name.empty() || s.name.find('/') != std::string::npos || s.name == "." || s.name == "..")
+        fail(file, ": field '", p, ".name' = \"", s.name, "\" must be a plain file name");
+      if (!names.insert(s.name).second) fail(file, ": field '", p, ".name': \"", s.name, "\" is listed twice");
+      check_hex(file, p + ".sha256", s.sha256, true);
+      m.source_files.push_back(std::move(s));
+    }
+    src.no_other_fields({"dir", "files"});
+  }
+
+  {
+    Fields sp(top.get("spine"), file, "spine");
+    try {
+      m.spine_format = parse_spine_format(sp.str("format"));
+    } catch (const Error& e) {
+      fail(file, ": field 'spine.format': ", e.what());
+    }
+    m.spine_reason = sp.str("reason");
+    m.spine_bytes = sp.u64("bytes");
+    const json& files = sp.array("files");
+    if (files.empty()) fail(file, ": field 'spine.files' is empty");
+    std::set<std::string> paths;
+    for (size_t i = 0; i < files.size(); ++i) {
+      const std::string p = item("spine.files", i);
+      Fields f(files[i], file, p);
+      SpineFileEntry s;
+      s.path = f.str("path");
+      s.bytes = f.u64("bytes");
+      s.sha256 = f.str("sha256");
+      f.no_other_fields({"path", "bytes", "sha256"});
+      if (s.path.rfind("spine/", 0) != 0 || s.path.find("..") != std::string::npos)
+        fail(file, ": field '", p, ".path' = \"", s.path, "\" must be a file under spine/");
+      if (!paths.insert(s.path).second) fail(file, ": field '", p, ".path': \"", s.path, "\" is listed twice");
+      check_hex(file, p + ".sha256", s.sha256, false);
+      m.spine_files.push_back(std::move(s));
+    }
+    sp.no_other_fields({"format", "reason", "bytes", "files"});
+  }
+
+  {
+    const json& drives = top.array("drives");
+    if (drives.empty()) fail(file, ": field 'drives' is empty");
+    if (drives.size() > 65535) fail(file, ": field 'drives' has ", drives.size(), " entries (at most 65535)");
+    std::set<std::string> paths;
+    for (size_t i = 0; i < drives.size(); ++i) {
+      const std::string p = item("drives", i);
+      Fields f(drives[i], file, p);
+      StoreDrive d;
+      d.path = f.str("path");
+      d.read_bytes_per_s = f.positive("read_bytes_per_s");
+      d.bandwidth_source = f.str("bandwidth_source");
+      f.no_other_fields({"path", "read_bytes_per_s", "bandwidth_source"});
+      if (d.path.empty() || d.path[0] != '/') fail(file, ": field '", p, ".path' = \"", d.path, "\" must be absolute");
+      if (!paths.insert(d.path).second) fail(file, ": field '", p, ".path': \"", d.path, "\" is listed twice");
+      m.drives.push_back(std::move(d));
+    }
+  }
+
+  m.layers = top.count("layers");
+  m.experts = top.count("experts");
+  m.expert_bytes = top.u64("expert_bytes");
+  if (m.layers < 2) fail(file, ": field 'layers' = ", m.layers, " (a K3 model has at least 2)");
+  if (m.experts < 1) fail(file, ": field 'experts' = ", m.experts, " (must be at least 1)");
+  if (m.expert_bytes == 0) fail(file, ": field 'expert_bytes' must be > 0");
+
+  {
+    const json& placement = top.array("placement");
+    const size_t want = static_cast<size_t>((m.layers - kFirstMoeLayer) * m.experts);
+    if (placement.size() != want)
+      fail(file, ": field 'placement' has ", placement.size(), " entries, expected one per MoE (layer, expert) = ", want);
+    m.entries.assign(static_cast<size_t>(m.layers * m.experts), ExpertEntry{});
+    for (size_t i = 0; i < placement.size(); ++i) {
+      const std::string p = item("placement", i);
+      Fields f(placement[i], file, p);
+      const int64_t layer = kFirstMoeLayer + static_cast<int64_t>(i) / m.experts;
+      const int64_t expert = static_cast<int64_t>(i) % m.experts;
+      // Listed in (layer, expert) order, so the position says which one it is;
+      // the explicit fields make the file readable and catch a shifted list.
+      const int64_t got_layer = f.count("layer"), got_expert = f.count("expert");
+      if (got_layer != layer || got_expert != expert)
+        fail(file, ": field '", p, "' is for (layer ", got_layer, ", expert ", got_expert, "), expected (layer ", layer,
+             ", expert ", expert, ")");
+      ExpertEntry e;
+      const json& drives = f.array("drives");
+      if (drives.empty()) fail(file, ": field '", p, ".drives' is empty");
+      for (size_t k = 0; k < drives.size(); ++k) {
+        const uint64_t d = f.as_u64(drives[k], cat(p, ".drives[", k, "]"));
+        if (d >= m.drives.size())
+          fail(file, ": field '", p, ".drives[", k, "]' = ", d, " but the store has ", m.drives.size(), " drives");
+        for (uint16_t prev : e.drives)
+          if (prev == d) fail(file, ": field '", p, ".drives' names drive ", d, " twice");
+        e.drives.push_back(static_cast<uint16_t>(d));
+      }
+      const std::string hex = f.str("sha256");
+      if (!parse_hex_digest(hex, &e.sha256))
+        fail(file, ": field '", p, ".sha256' = \"", hex, "\" is not a SHA-256 (64 lowercase hex digits)");
+      const uint64_t crc = f.u64("crc32c");
+      if (crc > 0xffffffffu) fail(file, ": field '", p, ".crc32c' = ", crc, " does not fit 32 bits");
+      e.crc32c = static_cast<uint32_t>(crc);
+      f.no_other_fields({"layer", "expert", "drives", "sha256", "crc32c"});
+      m.entries[static_cast<size_t>(layer * m.experts + expert)] = std::move(e);
+    }
+  }
+  top.no_other_fields({"format", "version", "source", "spine", "drives", "layers", "experts", "expert_bytes", "placement"});
+  return m;
+}
+
+void save_store_manifest(const std::string& store_dir, const StoreManifest& m) {
+  if (m.layers < 2 || m.experts < 1 || m.entries.size() != static_cast<size_t>(m.layers * m.experts))
+    fail("save_store_manifest: entries has ", m.entries.size(), " items for ", m.layers, " layers x ", m.experts,
+         " experts");
+  // ordered_json: the file reads top-down in the order of the header.
+  using ojson = nlohmann::ordered_json;
+  ojson files = ojson::array();
+  for (const SourceFile& s : m.source_files) files.push_back({{"name", s.name}, {"bytes", s.bytes}, {"sha256", s.sha256}});
+  ojson spine_files = ojson::array();
+  for (const SpineFileEntry& s : m.spine_files)
+    spine_files.push_back({{"path", s.path}, {"bytes", s.bytes}, {"sha256", s.sha256}});
+  ojson drives = ojson::array();
+  for (const StoreDrive& d : m.drives)
+    drives.push_back({{"path", d.path}, {"read_bytes_per_s", d.read_bytes_per_s}, {"bandwidth_source", d.bandwidth_source}});
+  // One placement per line, formatted here: readable and diffable at K3 scale
+  // (82,432 lines), where an indented dump would spread each over ten lines
+  // and building them as JSON objects costs most of a second.
+  std::string lines = "[";
+  for (int64_t l = kFirstMoeLayer; l < m.layers; ++l)
+    for (int64_t e = 0; e < m.experts; ++e) {
+      const ExpertEntry& x = m.entries[static_cast<size_t>(l * m.experts + e)];
+      lines += l == kFirstMoeLayer && e == 0 ? "\n  " : ",\n  ";
+      lines += "{\"layer\":" + std::to_string(l) + ",\"expert\":" + std::to_string(e) + ",\"drives\":[";
+      for (size_t k = 0; k < x.drives.size(); ++k) lines += (k ? "," : "") + std::to_string(x.drives[k]);
+      lines += "],\"sha256\":\"" + to_hex(x.sha256) + "\",\"crc32c\":" + std::to_string(x.crc32c) + "}";
+    }
+  lines += m.layers > kFirstMoeLayer ? "\n ]" : "]";
+  ojson root = {{"format", "deltafin-store"},
+               {"version", m.version},
+               {"source", {{"dir", m.source_dir}, {"files", files}}},
+               {"spine",
+                {{"format", spine_format_name(m.spine_format)},
+                 {"reason", m.spine_reason},
+                 {"bytes", m.spine_bytes},
+                 {"files", spine_files}}},
+               {"drives", drives},
+               {"layers", m.layers},
+               {"experts", m.experts},
+               {"expert_bytes", m.expert_bytes},
+               {"placement", "@placement@"}};
+  std::string text = root.dump(1);
+  text.replace(text.find("\"@placement@\""), 13, lines);
+  write_file_atomic(manifest_path(store_dir), text + "\n");
+}
+
+}  // namespace deltafin

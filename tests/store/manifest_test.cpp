@@ -1,0 +1,163 @@
+// store.json: round trip, and every malformed field named with the file.
+#include "store/store_manifest.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+#include "util/file.h"
+
+using namespace deltafin;
+using deltafin::test::TempDir;
+using nlohmann::json;
+
+namespace {
+
+StoreManifest sample() {
+  StoreManifest m;
+  m.source_dir = "/models/k3";
+  m.source_files = {{"config.json", 7006, std::string(64, 'a')}, {"model-00001-of-000002.safetensors", 123456, ""}};
+  m.spine_format = SpineFormat::Int8Row;
+  m.spine_reason = "requested (--spine int8)";
+  m.spine_bytes = 987654321;
+  m.spine_files = {{"spine/globals.bin", 8192, std::string(64, 'b')}, {"spine/L000.bin", 4096, std::string(64, 'c')}};
+  m.drives = {{"/mnt/a", 3.5e9, "given by --drive-mbps"}, {"/mnt/b", 7.25e9, "probed with O_DIRECT"}};
+  m.layers = 3;
+  m.experts = 4;
+  m.expert_bytes = 3264;
+  m.entries.resize(12);
+  for (int64_t l = 1; l < 3; ++l)
+    for (int64_t e = 0; e < 4; ++e) {
+      ExpertEntry& x = m.entries[l * 4 + e];
+      x.drives = {static_cast<uint16_t>((l + e) % 2)};
+      if (l == 2 && e == 3) x.drives.push_back(static_cast<uint16_t>((l + e + 1) % 2));
+      for (int i = 0; i < 32; ++i) x.sha256[i] = static_cast<uint8_t>(l * 40 + e * 7 + i);
+      x.crc32c = 0xF0000000u + static_cast<uint32_t>(l * 10 + e);
+    }
+  return m;
+}
+
+// Saves the sample, edits its JSON, expects load to fail naming store.json and `needles`.
+void expect_bad(const std::function<void(json&)>& edit, std::initializer_list<std::string> needles) {
+  TempDir dir;
+  save_store_manifest(dir.path(), sample());
+  json j = json::parse(read_text_file(dir.file("store.json")));
+  edit(j);
+  write_file_atomic(dir.file("store.json"), j.dump());
+  std::string msg = test::expect_error([&] { load_store_manifest(dir.path()); }, needles);
+  EXPECT_NE(msg.find(dir.file("store.json")), std::string::npos) << msg;
+}
+
+}  // namespace
+
+TEST(StoreManifest, RoundTrip) {
+  TempDir dir;
+  const StoreManifest m = sample();
+  save_store_manifest(dir.path(), m);
+  const StoreManifest b = load_store_manifest(dir.path());
+  EXPECT_EQ(b.version, kStoreManifestVersion);
+  EXPECT_EQ(b.source_dir, m.source_dir);
+  ASSERT_EQ(b.source_files.size(), 2u);
+  EXPECT_EQ(b.source_files[0].name, "config.json");
+  EXPECT_EQ(b.source_files[0].bytes, 7006u);
+  EXPECT_EQ(b.source_files[0].sha256, std::string(64, 'a'));
+  EXPECT_EQ(b.source_files[1].sha256, "");
+  EXPECT_EQ(b.spine_format, SpineFormat::Int8Row);
+  EXPECT_EQ(b.spine_reason, m.spine_reason);
+  EXPECT_EQ(b.spine_bytes, m.spine_bytes);
+  ASSERT_EQ(b.spine_files.size(), 2u);
+  EXPECT_EQ(b.spine_files[1].path, "spine/L000.bin");
+  EXPECT_EQ(b.spine_files[1].bytes, 4096u);
+  ASSERT_EQ(b.drives.size(), 2u);
+  EXPECT_EQ(b.drives[1].path, "/mnt/b");
+  EXPECT_EQ(b.drives[1].read_bytes_per_s, 7.25e9);
+  EXPECT_EQ(b.drives[1].bandwidth_source, "probed with O_DIRECT");
+  EXPECT_EQ(b.layers, 3);
+  EXPECT_EQ(b.experts, 4);
+  EXPECT_EQ(b.expert_bytes, 3264u);
+  ASSERT_EQ(b.entries.size(), 12u);
+  for (size_t i = 0; i < 12; ++i) {
+    EXPECT_EQ(b.entries[i].drives, m.entries[i].drives) << i;
+    EXPECT_EQ(b.entries[i].sha256, m.entries[i].sha256) << i;
+    EXPECT_EQ(b.entries[i].crc32c, m.entries[i].crc32c) << i;
+  }
+  EXPECT_TRUE(b.entry(0, 3).drives.empty());
+  EXPECT_EQ(b.entry(2, 3).drives.size(), 2u);
+  EXPECT_EQ(b.expert_path(1, 2, 3), "/mnt/b/deltafin-experts/L002/E003.bin");
+  EXPECT_EQ(expert_relative_path(91, 895), "deltafin-experts/L091/E895.bin");
+  EXPECT_FAILS_WITH(b.entry(3, 0), "layer 3");
+  EXPECT_FAILS_WITH(b.expert_path(2, 1, 0), "drive 2");
+  // The hash is hex in the file.
+  json j = json::parse(read_text_file(dir.file("store.json")));
+  EXPECT_EQ(j["placement"][0]["sha256"], "28292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f4041424344454647");
+  EXPECT_EQ(j["placement"][0]["layer"], 1);
+}
+
+TEST(StoreManifest, BadFieldsAreNamed) {
+  expect_bad([](json& j) { j["version"] = 2; }, {"'version'", "2"});
+  expect_bad([](json& j) { j.erase("drives"); }, {"'drives'", "missing"});
+  expect_bad([](json& j) { j["format"] = "other"; }, {"'format'"});
+  expect_bad([](json& j) { j["surprise"] = 1; }, {"unknown field 'surprise'"});
+  expect_bad([](json& j) { j["source"]["files"][0]["bytes"] = -1; }, {"'source.files[0].bytes'"});
+  expect_bad([](json& j) { j["source"]["files"][0]["sha256"] = "xyz"; }, {"'source.files[0].sha256'"});
+  expect_bad([](json& j) { j["spine"]["format"] = "fp8"; }, {"'spine.format'", "fp8"});
+  expect_bad([](json& j) { j["spine"]["files"][1]["path"] = "../L000.bin"; }, {"'spine.files[1].path'"});
+  expect_bad([](json& j) { j["drives"][0]["path"] = "relative/dir"; }, {"'drives[0].path'", "absolute"});
+  expect_bad([](json& j) { j["drives"][1]["read_bytes_per_s"] = 0; }, {"'drives[1].read_bytes_per_s'"});
+  expect_bad([](json& j) { j["drives"][1]["path"] = "/mnt/a"; }, {"'drives[1].path'", "twice"});
+  expect_bad([](json& j) { j["placement"][3]["sha256"] = std::string(63, '0'); }, {"'placement[3].sha256'"});
+  expect_bad([](json& j) { j["placement"][3]["sha256"] = std::string(64, 'A'); }, {"'placement[3].sha256'"});
+  expect_bad([](json& j) { j["placement"][2]["drives"] = {5}; }, {"'placement[2].drives[0]'", "2 drives"});
+  expect_bad([](json& j) { j["placement"][2]["drives"] = {1, 1}; }, {"'placement[2].drives'", "twice"});
+  expect_bad([](json& j) { j["placement"][2]["drives"] = json::array(); }, {"'placement[2].drives'", "empty"});
+  expect_bad([](json& j) { j["placement"][2]["crc32c"] = 4294967296ull; }, {"'placement[2].crc32c'"});
+  expect_bad([](json& j) { j["placement"][5]["expert"] = 2; }, {"'placement[5]'", "expected (layer 2, expert 1)"});
+  expect_bad([](json& j) { j["placement"].erase(7); }, {"'placement'", "7 entries"});
+  expect_bad([](json& j) { j["placement"][0]["extra"] = true; }, {"unknown field 'placement[0].extra'"});
+  expect_bad([](json& j) { j["layers"] = "3"; }, {"'layers'"});
+  expect_bad([](json& j) { j["expert_bytes"] = 0; }, {"'expert_bytes'"});
+}
+
+TEST(StoreManifest, MissingOrUnparsableFile) {
+  TempDir dir;
+  EXPECT_FAILS_WITH(load_store_manifest(dir.path()), dir.file("store.json"));
+  write_file_atomic(dir.file("store.json"), "{\"format\": ");
+  EXPECT_FAILS_WITH(load_store_manifest(dir.path()), dir.file("store.json"), "JSON");
+}
+
+TEST(StoreManifest, SpineFormatNames) {
+  EXPECT_STREQ(spine_format_name(SpineFormat::BF16), "bf16");
+  EXPECT_STREQ(spine_format_name(SpineFormat::Int8Row), "int8-row");
+  EXPECT_EQ(parse_spine_format("int8-row"), SpineFormat::Int8Row);
+  EXPECT_FAILS_WITH(parse_spine_format("int4"), "int4");
+}
+
+TEST(StoreManifest, K3Scale) {
+  // 93 layers x 896 experts, 82,432 placements over 4 drives (~0.5 s to save
+  // and load in a release build). Sanitizer builds check the same code at
+  // 1/14 of the scale: they test correctness there, not speed.
+#if defined(__SANITIZE_ADDRESS__)
+  const int64_t E = 64;
+#else
+  const int64_t E = 896;
+#endif
+  TempDir dir;
+  StoreManifest m = sample();
+  m.layers = 93;
+  m.experts = E;
+  m.drives = {{"/d0", 7e9, "x"}, {"/d1", 7e9, "x"}, {"/d2", 7e9, "x"}, {"/d3", 7e9, "x"}};
+  m.entries.assign(93 * E, ExpertEntry{});
+  for (int64_t i = E; i < 93 * E; ++i) {
+    m.entries[i].drives = {static_cast<uint16_t>(i % 4)};
+    m.entries[i].sha256[0] = static_cast<uint8_t>(i);
+    m.entries[i].crc32c = static_cast<uint32_t>(i * 2654435761u);
+  }
+  save_store_manifest(dir.path(), m);
+  const StoreManifest b = load_store_manifest(dir.path());
+  ASSERT_EQ(b.entries.size(), m.entries.size());
+  EXPECT_EQ(b.entry(92, E - 1).drives, m.entry(92, E - 1).drives);
+  EXPECT_EQ(b.entry(92, E - 1).sha256, m.entry(92, E - 1).sha256);
+  EXPECT_EQ(b.entry(50, 3).crc32c, m.entry(50, 3).crc32c);
+}

@@ -1,0 +1,155 @@
+// Placement: proportional to bandwidth, equal drives interleaved and rotated,
+// probe noise ignored, replicas on the least-loaded other drive.
+#include "store/placement.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "support/test_support.h"
+
+using namespace deltafin;
+
+namespace {
+
+PlacementInput input(int64_t layers, int64_t experts, std::vector<double> bw) {
+  PlacementInput in;
+  in.layers = layers;
+  in.experts = experts;
+  for (int64_t l = 1; l < layers; ++l) in.moe_layers.push_back(l);
+  in.drive_bytes_per_s = std::move(bw);
+  return in;
+}
+
+// counts[layer][drive], primary copies only.
+std::vector<std::vector<int64_t>> counts(const std::vector<std::vector<uint16_t>>& p, int64_t layers, int64_t experts,
+                                         size_t drives) {
+  std::vector<std::vector<int64_t>> c(layers, std::vector<int64_t>(drives, 0));
+  for (int64_t l = 0; l < layers; ++l)
+    for (int64_t e = 0; e < experts; ++e) {
+      const auto& d = p[l * experts + e];
+      if (!d.empty()) ++c[l][d[0]];
+    }
+  return c;
+}
+
+}  // namespace
+
+TEST(Placement, EqualDrivesBalancedInterleavedAndRotated) {
+  const int64_t L = 10, E = 16;
+  auto p = place_experts(input(L, E, {2e9, 2e9, 2e9}));
+  ASSERT_EQ(p.size(), size_t(L * E));
+  for (int64_t e = 0; e < E; ++e) EXPECT_TRUE(p[e].empty()) << "layer 0 is dense";
+  auto c = counts(p, L, E, 3);
+  std::vector<int64_t> total(3, 0), extra(3, 0);
+  for (int64_t l = 1; l < L; ++l) {
+    auto [lo, hi] = std::minmax_element(c[l].begin(), c[l].end());
+    EXPECT_LE(*hi - *lo, 1) << "layer " << l;
+    for (int d = 0; d < 3; ++d) {
+      total[d] += c[l][d];
+      extra[d] += c[l][d] == 6;  // 16 = 5 + 5 + 5 + 1: who took the remainder
+    }
+    for (int64_t e = 0; e < E; ++e) {
+      ASSERT_EQ(p[l * E + e].size(), 1u);
+      if (e + 1 < E) {
+        EXPECT_NE(p[l * E + e][0], p[l * E + e + 1][0]) << "layer " << l << " expert " << e;
+      }
+    }
+  }
+  // 9 layers x 1 remainder: each drive takes it 3 times.
+  EXPECT_EQ(extra, (std::vector<int64_t>{3, 3, 3}));
+  EXPECT_EQ(total, (std::vector<int64_t>{48, 48, 48}));
+  // Expert 0 is not always on the same drive.
+  std::set<uint16_t> first;
+  for (int64_t l = 1; l < L; ++l) first.insert(p[l * E][0]);
+  EXPECT_EQ(first.size(), 3u);
+}
+
+TEST(Placement, TwoEqualDrivesAlternate) {
+  auto p = place_experts(input(3, 7, {1e9, 1e9}));
+  for (int64_t l = 1; l < 3; ++l)
+    for (int64_t e = 0; e + 1 < 7; ++e) EXPECT_NE(p[l * 7 + e][0], p[l * 7 + e + 1][0]);
+  auto c = counts(p, 3, 7, 2);
+  EXPECT_EQ(c[1][0] + c[2][0], 7);  // 4+3 then 3+4: the odd one goes round
+}
+
+TEST(Placement, ProportionalToBandwidth) {
+  const int64_t L = 10, E = 16;
+  auto p = place_experts(input(L, E, {1e9, 3e9}));
+  auto c = counts(p, L, E, 2);
+  for (int64_t l = 1; l < L; ++l) EXPECT_EQ(c[l], (std::vector<int64_t>{4, 12})) << "layer " << l;
+
+  // 1:2 with 16 experts: 5.33 and 10.67 per layer; 5 or 6 and 10 or 11, and
+  // over 9 layers within one file of the ideal 48 / 96.
+  p = place_experts(input(L, E, {1e9, 2e9}));
+  c = counts(p, L, E, 2);
+  int64_t t0 = 0;
+  for (int64_t l = 1; l < L; ++l) {
+    EXPECT_TRUE(c[l][0] == 5 || c[l][0] == 6) << c[l][0];
+    t0 += c[l][0];
+  }
+  EXPECT_EQ(t0, 48);
+}
+
+TEST(Placement, ProbeNoiseWithin15PercentCountsAsEqual) {
+  auto equal = place_experts(input(10, 16, {2e9, 2e9, 2e9}));
+  auto noisy = place_experts(input(10, 16, {2.0e9, 2.25e9, 2.1e9}));
+  EXPECT_EQ(noisy, equal);
+  auto w = placement_weights({1000, 1149, 2000});
+  EXPECT_EQ(w[0], 1074.5);
+  EXPECT_EQ(w[1], 1074.5);
+  EXPECT_EQ(w[2], 2000);
+  // Grouping is against the group's slowest drive, so it cannot chain upward.
+  w = placement_weights({1200, 1000, 1100});
+  EXPECT_EQ(w[1], 1050);
+  EXPECT_EQ(w[2], 1050);
+  EXPECT_EQ(w[0], 1200);
+}
+
+TEST(Placement, Deterministic) {
+  auto in = input(10, 16, {1.3e9, 2.9e9, 0.7e9});
+  EXPECT_EQ(place_experts(in), place_experts(in));
+}
+
+TEST(Placement, ReplicasGoToTheLeastLoadedOtherDrive) {
+  auto in = input(4, 8, {1e9, 1e9, 1e9});
+  auto base = place_experts(in);
+  in.replicate = {{1, 0}, {1, 1}, {1, 2}, {2, 5}};
+  auto p = place_experts(in);
+  for (int64_t i = 0; i < 4 * 8; ++i) {
+    const bool hot = i == 8 || i == 9 || i == 10 || i == 21;
+    ASSERT_EQ(p[i].size(), base[i].size() + (hot ? 1 : 0)) << i;
+    if (!base[i].empty()) {
+      EXPECT_EQ(p[i][0], base[i][0]) << "primary unchanged";
+    }
+    if (hot) {
+      EXPECT_NE(p[i][1], p[i][0]);
+    }
+  }
+  // Layer 1 of 8 experts over 3 drives: 3/3/2 before; each replica lands on
+  // the drive with the fewest files in that layer at the time.
+  auto c = counts(base, 4, 8, 3)[1];
+  std::vector<int64_t> files = c;
+  for (int64_t e : {0, 1, 2}) {
+    const uint16_t got = p[8 + e][1];
+    for (size_t d = 0; d < 3; ++d)
+      if (d != p[8 + e][0]) {
+        EXPECT_LE(files[got], files[d]);
+      }
+    ++files[got];
+  }
+}
+
+TEST(Placement, Errors) {
+  auto in = input(4, 8, {1e9});
+  in.replicate = {{1, 0}};
+  EXPECT_FAILS_WITH(place_experts(in), "two drives");
+  in = input(4, 8, {1e9, 1e9});
+  in.replicate = {{0, 0}};
+  EXPECT_FAILS_WITH(place_experts(in), "layer 0", "not a routed expert");
+  in.replicate = {{1, 1}, {1, 1}};
+  EXPECT_FAILS_WITH(place_experts(in), "twice");
+  EXPECT_FAILS_WITH(place_experts(input(4, 8, {1e9, 0})), "drive 1");
+  EXPECT_FAILS_WITH(place_experts(input(4, 8, {})), "no drives");
+}
