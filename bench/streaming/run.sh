@@ -5,9 +5,11 @@
 # memory cgroup) and fio.
 #
 #   sudo bench/streaming/run.sh [MBPS=250] [MEM=1800M] [CACHE_GB=1.0] [TOKENS=8]
+#   sudo REPLICATE=1 bench/streaming/run.sh ...   # every expert on two drives (N >= 2)
+#   environment: THREADS (compute threads, default 2), LOOKAHEAD (on|off|auto, default auto)
 #
-# Writes bench/results/<date>-streaming/{fio-N.json,run-N.json,run-N.log,trace-N.jsonl}
-# and prints the table (bench/streaming/table.py).
+# Writes bench/results/<date>-streaming[-replicated]/{fio-N.json,run-N.json,
+# run-N.log,trace-N.jsonl} and prints the table (bench/streaming/table.py).
 set -euo pipefail
 MBPS=${1:-250}
 MEM=${2:-1800M}
@@ -18,8 +20,13 @@ RIG=${DFBENCH_RIG:-$ROOT/../shared/bench}
 DF=$ROOT/build/release/deltafin
 WORK=${DFBENCH_WORK:-/var/tmp/df}
 CKPT=$WORK/bench
-OUT=$ROOT/bench/results/$(date +%Y-%m-%d)-streaming
+REPLICATE=${REPLICATE:-0}
+SUFFIX=""
+((REPLICATE)) && SUFFIX=-replicated
+OUT=$ROOT/bench/results/$(date +%Y-%m-%d)-streaming$SUFFIX
 LOOKAHEAD=${LOOKAHEAD:-auto}
+THREADS=${THREADS:-2}  # compute threads; the machine this was written on has 2 cores
+FIRST_N=$( ((REPLICATE)) && echo 2 || echo 1)
 mkdir -p "$OUT" "$WORK"
 
 [ -x "$DF" ] || { echo "build first: scripts/build.sh release" >&2; exit 1; }
@@ -27,7 +34,7 @@ command -v fio >/dev/null || { echo "fio is needed: apt-get install fio" >&2; ex
 # The bench checkpoint: K3 expert dimensions (17.5 MB records), 5 MoE layers x 64 experts = 5.6 GB.
 [ -f "$CKPT/config.json" ] || "$DF" make-model --preset bench --out "$CKPT"
 
-for N in 1 2 3 4; do
+for N in $(seq "$FIRST_N" 4); do
   "$RIG/drives-up.sh" "$N" "$MBPS" >/dev/null
   drives=()
   for ((i = 0; i < N; i++)); do drives+=("/mnt/dfdrive$i"); done
@@ -48,11 +55,26 @@ for N in 1 2 3 4; do
   dlist=$(IFS=,; echo "${drives[*]}")
   for d in "${drives[@]}"; do rm -rf "$d/deltafin-experts"; done
   rm -rf "$WORK/store$N"
-  "$DF" setup --from "$CKPT" --store "$WORK/store$N" --drives "$dlist" --drive-mbps "$mbps" --quiet >"$OUT/setup-$N.log" 2>&1
+  replicate=()
+  if ((REPLICATE)); then
+    # Replication follows the heat histogram: give every routed expert the same heat.
+    mkdir -p "$WORK/store$N"
+    python3 - "$CKPT/config.json" "$WORK/store$N/heat.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+t = c.get("text_config", c)
+L, E = t["num_hidden_layers"], t["num_experts"]
+json.dump({"version": 1, "layers": L, "experts": E,
+           "counts": [0.0 if l == 0 else 1.0 for l in range(L) for e in range(E)]}, open(sys.argv[2], "w"))
+PY
+    replicate=(--replicate-hot 1000000)
+  fi
+  "$DF" setup --from "$CKPT" --store "$WORK/store$N" --drives "$dlist" --drive-mbps "$mbps" "${replicate[@]}" --quiet \
+      >"$OUT/setup-$N.log" 2>&1
 
   "$RIG/in-cgroup.sh" --mem "$MEM" --stats "$OUT/cgroup-run-$N.txt" -- "$DF" run --store "$WORK/store$N" --prompt "The quick brown fox jumps over" \
-      --max-new "$TOKENS" --ignore-eos --stats --cache-gb "$CACHE_GB" --lookahead "$LOOKAHEAD" \
+      --max-new "$TOKENS" --ignore-eos --stats --cache-gb "$CACHE_GB" --lookahead "$LOOKAHEAD" --threads "$THREADS" \
       --stats-json "$OUT/run-$N.json" --trace "$OUT/trace-$N.jsonl" >"$OUT/run-$N.log" 2>&1
 done
 "$RIG/drives-down.sh" >/dev/null || true
-python3 "$ROOT/bench/streaming/table.py" "$OUT" "$MBPS" | tee "$OUT/table.md"
+python3 "$ROOT/bench/streaming/table.py" "$OUT" "$MBPS" "${OUT%-replicated}" | tee "$OUT/table.md"

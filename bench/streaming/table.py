@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tables for bench/streaming/run.sh: one row per drive count N.
 
-Usage: table.py RESULTS_DIR MBPS
+Usage: table.py RESULTS_DIR MBPS [N1_RESULTS_DIR]
 Ratios (each measured in the same session):
   agg/fio      achieved decode read bandwidth / fio's aggregate on the same N drives
   scaling      achieved bandwidth at N / (N x achieved bandwidth at N=1)
@@ -37,7 +37,13 @@ for n in range(1, 5):
                      budget=run["spine_bytes"] + run["cache_bytes"] + run["pinned_bytes"],
                      cg_peak=int(cg.get("mem_peak_bytes", 0)), cg_cap=int(cg.get("mem_limit_bytes", 0))))
 
+# Scaling is against one drive's achieved bandwidth; a replicated run has no
+# N = 1 row, so a third argument may name the unreplicated results directory.
 one = rows[0]["agg"] if rows and rows[0]["n"] == 1 else None
+if one is None and len(sys.argv) > 3:
+    r1 = json.load(open(f"{sys.argv[3]}/run-1.json"))
+    d1 = [s for s in r1["steps"] if not s["prefill"]]
+    one = sum(s["bytes_read"] for s in d1) / (sum(s["ms"] for s in d1) / 1e3)
 print(f"Drives throttled to {mbps:.0f} MB/s each; decode steps only; MB = 10^6 bytes.\n")
 print("| N | fio MB/s | decode tok/s | MB read/token | achieved MB/s | agg/fio | scaling | s/token | s/floor | s/need-floor | hit rate | lookahead recall |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|")

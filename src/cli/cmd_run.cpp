@@ -88,6 +88,7 @@ int run(const RunArgs& a) {
     for (size_t i = 0; i < collector.steps().size(); ++i)
       std::fprintf(stderr, "%s\n", RunStatsCollector::format_step(i, collector.steps()[i]).c_str());
     std::fprintf(stderr, "%s", collector.summary().c_str());
+    if (m->lookahead) std::fprintf(stderr, "lookahead per layer (recall EMA, samples):\n%s", m->lookahead->describe_gates().c_str());
   }
   if (!a.stats_json.empty()) write_file_atomic(a.stats_json, collector.to_json());
   if (st.reason == StopReason::Interrupted) {

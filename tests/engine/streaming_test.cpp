@@ -4,6 +4,7 @@
 // a damaged expert is never used; with a replica the run goes on unchanged.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "model/kimi_k3/generator.h"
 #include "store/heat.h"
 #include "store/setup.h"
+#include "store/spine_file.h"
 #include "store/store_manifest.h"
 #include "support/test_support.h"
 
@@ -34,19 +36,23 @@ std::vector<uint32_t> tokens(size_t n, uint32_t vocab, uint64_t seed) {
 }
 
 // Logits of every position: one pass over all (prefill), or one token per pass (decode).
-std::vector<float> logits_of(LoadedK3& m, const std::vector<uint32_t>& ids, bool decode) {
-  K3Session s(m.config);
+std::vector<float> logits_of(K3Model& model, const std::vector<uint32_t>& ids, bool decode) {
+  K3Session s(model.config());
   std::vector<float> out;
   if (!decode) {
-    Rows r = m.model->forward(s, ids, true);
+    Rows r = model.forward(s, ids, true);
     return r.v;
   }
   for (uint32_t id : ids) {
     const uint32_t one[1] = {id};
-    Rows r = m.model->forward(s, one, true);
+    Rows r = model.forward(s, one, true);
     out.insert(out.end(), r.v.begin(), r.v.end());
   }
   return out;
+}
+
+std::vector<float> logits_of(LoadedK3& m, const std::vector<uint32_t>& ids, bool decode) {
+  return logits_of(*m.model, ids, decode);
 }
 
 bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
@@ -274,6 +280,35 @@ TEST(StreamedHeat, RunsUpdateAndPersistTheHeatHistogram) {
   EXPECT_LE(h.total(), uses);
   EXPECT_GT(h.total(), uses * 0.98);
   EXPECT_EQ(h.at(0, 0), 0.0);  // layer 0 is dense: never routed
+}
+
+// An int8-row spine (k3-model.md §5.2) is the one non-exact mode: it is
+// announced, differs from BF16, and streaming it changes nothing either: the
+// streamed run equals a run of the same int8 spine with every expert in RAM.
+TEST(StreamedInt8Spine, AnnouncedAndStreamedBitIdenticalToResidentInt8) {
+  World& w = tiny();
+  test::TempDir dir;
+  SetupOptions s;
+  s.from = w.ckpt;
+  s.store = dir.path() + "/store";
+  s.drives = {dir.path() + "/d0", dir.path() + "/d1"};
+  for (const std::string& d : s.drives) fs::create_directories(d);
+  s.drive_mbps = {1000.0, 1000.0};
+  s.spine = "int8";
+  s.quiet = true;
+  run_setup(s);
+  auto m = load_k3_store(s.store, engine_options(Case{2, 0, LookaheadMode::On, IoEngine::Uring, 1}));
+  EXPECT_EQ(m->spine_format, "int8-row");
+  EXPECT_NE(m->describe().find("NOT weight-exact"), std::string::npos) << m->describe();
+  std::vector<float> streamed = logits_of(*m, w.ids, true);
+  EXPECT_FALSE(bit_identical(streamed, w.decode)) << "int8-row weights cannot give the BF16 logits";
+
+  K3Checkpoint ck = load_k3_checkpoint(w.ckpt);
+  StoreManifest man = load_store_manifest(s.store);
+  K3Weights weights = load_k3_weights(ck.config, *open_store_spine(s.store, man));
+  ResidentExpertSource experts(ck);
+  K3Model resident(ck.config, weights, experts, nullptr);
+  EXPECT_TRUE(bit_identical(streamed, logits_of(resident, w.ids, true)));
 }
 
 TEST(StreamedHeat, PinnedTierIsWarmedFromTheHeatHistogram) {
