@@ -72,6 +72,16 @@ void Monitor::open_trace(const std::string& path) {
 void Monitor::close_trace() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!trace_) return;
+  // The 10 ms bins close the trace: one line per drive with the bytes it
+  // completed in each bin since the monitor started.
+  for (size_t d = 0; d < bins_.size(); ++d) {
+    nlohmann::json j;
+    j["t"] = "drive_bins";
+    j["drive"] = d;
+    j["bin_s"] = bin_s_;
+    j["bytes"] = bins_[d];
+    trace_line(j.dump());
+  }
   flush_trace();
   bool failed = trace_failed_ || std::fclose(trace_) != 0;
   trace_ = nullptr;

@@ -150,13 +150,16 @@ inline bool untouched(const TestRead& r) {
   return true;
 }
 
-inline std::vector<nlohmann::json> read_trace(const std::string& path) {
+// The trace's lines of one kind: reads and hits (default), or the per-drive
+// "drive_bins" lines written when the trace closes.
+inline std::vector<nlohmann::json> read_trace(const std::string& path, bool bins = false) {
   std::ifstream in(path);
   std::vector<nlohmann::json> out;
   std::string line;
   while (std::getline(in, line)) {
     try {
-      out.push_back(nlohmann::json::parse(line));
+      nlohmann::json j = nlohmann::json::parse(line);
+      if ((j.value("t", "") == "drive_bins") == bins) out.push_back(std::move(j));
     } catch (const std::exception& e) {
       ADD_FAILURE() << "trace line is not JSON: " << line << " (" << e.what() << ")";
     }

@@ -59,8 +59,18 @@ TEST(Monitor, TraceWritesOneJsonObjectPerReadOrHit) {
   bad.error = "layer 3 expert 18: drive 0 (/d0) /d0/x: \"quoted\"\n\xff; no replica left";
   m.read_done(bad);
   m.cache_hit(4, 5);
+  m.chunk_done(1, 0.005, 100);   // bin 0 of drive 1
+  m.chunk_done(1, 0.025, 7);     // bin 2
   m.close_trace();
   m.close_trace();  // a second close is a no-op
+  // The trace ends with one line of 10 ms bins per drive.
+  auto bins = test::read_trace(path, true);
+  ASSERT_EQ(bins.size(), 2u);
+  EXPECT_EQ(bins[0]["drive"], 0);
+  EXPECT_EQ(bins[0]["bytes"], nlohmann::json::array());
+  EXPECT_EQ(bins[1]["drive"], 1);
+  EXPECT_EQ(bins[1]["bin_s"], 0.010);
+  EXPECT_EQ(bins[1]["bytes"], nlohmann::json::array({100, 0, 7}));
   auto lines = test::read_trace(path);
   ASSERT_EQ(lines.size(), 3u);
   for (const auto& j : lines)
@@ -105,10 +115,8 @@ TEST(Monitor, TraceIsStreamedNotKept) {
   }
   EXPECT_GE(std::filesystem::file_size(path), 1u << 20);  // ~1.4 MB of lines, one buffer's worth written
   m.close_trace();
-  std::ifstream in(path);
-  size_t lines = 0;
-  for (std::string line; std::getline(in, line);) ++lines;
-  EXPECT_EQ(lines, 8000u);
+  EXPECT_EQ(test::read_trace(path).size(), 8000u);
+  EXPECT_EQ(test::read_trace(path, true).size(), 1u);  // the one drive's bins line
 }
 
 TEST(Monitor, OpenTraceFailureNamesThePath) {
