@@ -14,7 +14,7 @@ RIG=${DFBENCH_RIG:-$ROOT/../shared/bench}
 DF=$ROOT/build/release/deltafin
 WORK=${DFBENCH_WORK:-/var/tmp/df}
 STORE=$WORK/store$N
-OUT=$ROOT/bench/results/$(date +%Y-%m-%d)-lookahead-ab-N$N
+OUT=$ROOT/bench/results/$(date +%Y-%m-%d)-lookahead-ab-N$N${AB_SUFFIX:-}  # AB_SUFFIX=-replicated etc. keeps runs apart
 mkdir -p "$OUT"
 "$RIG/drives-up.sh" "$N" "$MBPS" >/dev/null
 cp "$STORE/heat.json" "$OUT/heat-before.json" 2>/dev/null || true
