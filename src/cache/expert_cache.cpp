@@ -25,8 +25,8 @@ ExpertCache::ExpertCache(const CacheOptions& o)
 double ExpertCache::value_locked(const Slot& s) const {
   const int64_t layer = s.key / experts_per_layer_, expert = s.key % experts_per_layer_;
   double p = 1.0;
-  if (heat_ && static_cast<size_t>(layer) < layer_heat_.size())
-    p = (heat_->at(layer, expert) + 1.0) / (layer_heat_[static_cast<size_t>(layer)] + static_cast<double>(experts_per_layer_));
+  if (heat_ && layer < heat_->layers())
+    p = (heat_->at(layer, expert) + 1.0) / (heat_->layer_total(layer) + static_cast<double>(experts_per_layer_));
   double d = 0;
   if (layer_cycle_ > 0) {
     const int64_t m = layer - first_layer_, cur = current_layer_ - first_layer_;
@@ -119,7 +119,9 @@ void ExpertCache::finish_load(int slot, bool ok, const std::string& error) {
     Slot& s = slots_[static_cast<size_t>(slot)];
     s.ticket = 0;
     ++version_;
-    if (ok) {
+    if (s.key < 0) {
+      s.state = State::Empty;  // forgotten while loading: nobody waits for it
+    } else if (ok) {
       s.state = State::Ready;
     } else if (s.refs > 0) {
       s.state = State::Failed;  // a demand waiter reads the error, then releases
@@ -177,14 +179,19 @@ int64_t ExpertCache::key(int slot) const {
   return slots_[static_cast<size_t>(slot)].key;
 }
 
-void ExpertCache::set_layer_heat_totals(std::vector<double> totals) {
-  std::lock_guard<std::mutex> lock(mu_);
-  layer_heat_ = std::move(totals);
-}
-
 void ExpertCache::set_current_layer(int64_t layer) {
   std::lock_guard<std::mutex> lock(mu_);
   current_layer_ = layer;
+}
+
+void ExpertCache::forget(int64_t key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return;
+  Slot& s = slots_[static_cast<size_t>(it->second)];
+  if (s.state != State::Loading || s.refs > 0) return;
+  index_.erase(it);
+  s.key = -1;
 }
 
 std::vector<std::pair<int64_t, uint64_t>> ExpertCache::loading_prefetches() const {

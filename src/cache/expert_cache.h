@@ -84,11 +84,12 @@ public:
   uint8_t* data(int slot) { return slots_[static_cast<size_t>(slot)].buffer.get(); }
   int64_t key(int slot) const;
 
-  // Per-layer heat totals, refreshed by the engine once per pass (a sum over
-  // the whole histogram is too slow for every eviction).
-  void set_layer_heat_totals(std::vector<double> totals);
   // The layer being computed now (the reference point of the layer cycle).
   void set_current_layer(int64_t layer);
+  // Detaches a loading prefetch whose read was cancelled: the key is free to
+  // be claimed and read afresh at once, and the slot becomes Empty when the
+  // cancelled read's finish_load() arrives.
+  void forget(int64_t key);
   // (key, ticket) of every slot loading by prefetch (to cancel stale ones).
   std::vector<std::pair<int64_t, uint64_t>> loading_prefetches() const;
 
@@ -120,7 +121,6 @@ private:
   std::unordered_map<int64_t, int> index_;
   const HeatHistogram* heat_ = nullptr;
   int64_t experts_per_layer_ = 1;
-  std::vector<double> layer_heat_;
   int64_t first_layer_ = 1, layer_cycle_ = 0, current_layer_ = 0;
   size_t pinned_ = 0, reserve_ = 0;
   uint64_t tick_ = 0, evictions_ = 0, version_ = 0;

@@ -15,14 +15,6 @@ double since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
-LoadedK3::~LoadedK3() {
-  // The model and lookahead go before the source; the source's reader stops
-  // before the monitor and heat it reports into.
-  model.reset();
-  lookahead.reset();
-  experts.reset();
-}
-
 void LoadedK3::save_heat() {
   if (heat && !store_dir.empty()) heat->save(store_dir);
 }

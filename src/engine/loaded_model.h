@@ -20,6 +20,9 @@
 
 namespace deltafin {
 
+// Members are destroyed in reverse order: the model and lookahead before the
+// expert source, the source (and its reader threads) before the monitor and
+// heat histogram it reports into. Keep that order when adding members.
 struct LoadedK3 {
   K3Config config;
   std::string spine_format = "bf16";  // "bf16" or "int8-row" (not weight-exact, always announced)
@@ -39,7 +42,6 @@ struct LoadedK3 {
   std::unique_ptr<K3Model> model;
   double load_seconds = 0;
 
-  ~LoadedK3();
   // Writes the heat histogram back to the store (atomically), if streaming.
   void save_heat();
   // One line for outputs that report configuration: spine format (with the

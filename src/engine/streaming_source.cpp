@@ -13,10 +13,6 @@ namespace {
 // counts half as much as one now.
 constexpr double kHeatDecayPerPosition = 0.999;
 
-// The error a slot carries when its read was cancelled as a stale prefetch
-// while (rarely) a demand for the same expert had already joined it.
-const char* const kCancelledRead = "(prefetch cancelled)";
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -41,10 +37,6 @@ StreamingExpertSource::StreamingExpertSource(const StoreManifest& m, const Strea
   reader_ = std::make_unique<ExpertReader>(drives, o.reader, monitor);
 }
 
-StreamingExpertSource::~StreamingExpertSource() {
-  reader_.reset();  // every read finished or cancelled before the cache goes
-}
-
 void StreamingExpertSource::submit(int64_t layer, int64_t expert, int slot, ReadPriority priority) {
   const ExpertEntry& e = m_.entry(layer, expert);
   ReadRequest r;
@@ -62,7 +54,7 @@ void StreamingExpertSource::submit(int64_t layer, int64_t expert, int slot, Read
   // cache's own lock here.
   r.on_done = [this, slot, bytes = m_.expert_bytes](const ReadResult& res) {
     if (res.ok) bytes_read_.fetch_add(bytes);
-    cache_->finish_load(slot, res.ok, res.cancelled ? std::string(kCancelledRead) : res.error);
+    cache_->finish_load(slot, res.ok, res.error);
   };
   const uint64_t ticket = reader_->submit(std::move(r));
   cache_->set_ticket(slot, ticket);
@@ -75,7 +67,9 @@ void StreamingExpertSource::cancel_stale(int64_t layer, std::span<const int64_t>
   for (const auto& [k, ticket] : cache_->loading_prefetches()) {
     if (k / m_.experts != layer) continue;
     if (std::find(needed.begin(), needed.end(), k % m_.experts) != needed.end()) continue;
-    if (reader_->abort(ticket)) ++c_.prefetch_cancelled;
+    if (!reader_->abort(ticket)) continue;
+    cache_->forget(k);  // a later demand reads it afresh instead of waiting on the cancelled read
+    ++c_.prefetch_cancelled;
   }
 }
 
@@ -121,60 +115,49 @@ void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_
     }
     return false;
   };
+  // Computes a slot that is no longer loading and gives it back.
   auto finish = [&](const Held& h) {
-    if (cache_->state(h.slot) != ExpertCache::State::Ready) {
-      std::string err = cache_->error(h.slot);
-      fail(err.empty() ? cat("layer ", layer, " expert ", experts[h.index], ": read failed") : err);
-    }
-    use(h.index, cache_->data(h.slot));
-  };
-
-  try {
-    for (size_t i = 0; i < experts.size(); ++i)
-      if (!take(i)) deferred.push_back(i);
-    // Hits first: compute while the misses are read.
-    while (!ready.empty()) {
-      Held h = ready.back();
-      ready.pop_back();
-      finish(h);
-      cache_->release(h.slot);
-    }
-    size_t next_deferred = 0;
-    while (!pending.empty() || next_deferred < deferred.size()) {
-      while (next_deferred < deferred.size() && take(deferred[next_deferred])) ++next_deferred;
-      while (!ready.empty()) {  // a deferred expert may have become a hit
-        Held h = ready.back();
-        ready.pop_back();
-        finish(h);
-        cache_->release(h.slot);
-      }
-      if (pending.empty()) {
-        if (next_deferred < deferred.size()) {
-          auto t0 = std::chrono::steady_clock::now();
-          cache_->wait_change(full_version);
-          c_.wait_s += seconds_since(t0);
-        }
-        continue;
-      }
-      std::vector<int> slots;
-      for (const Held& h : pending) slots.push_back(h.slot);
-      auto t0 = std::chrono::steady_clock::now();
-      const size_t j = cache_->wait_any(slots);
-      c_.wait_s += seconds_since(t0);
-      Held h = pending[j];
-      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(j));
-      if (cache_->state(h.slot) == ExpertCache::State::Failed && cache_->error(h.slot) == kCancelledRead) {
-        cache_->release(h.slot);  // frees the slot; read it again as a demand
-        deferred.push_back(h.index);
-        continue;
-      }
+    const bool ok = cache_->state(h.slot) == ExpertCache::State::Ready;
+    const std::string err = ok ? std::string() : cache_->error(h.slot);
+    if (ok) {
       try {
-        finish(h);
+        use(h.index, cache_->data(h.slot));
       } catch (...) {
         cache_->release(h.slot);
         throw;
       }
-      cache_->release(h.slot);
+    }
+    cache_->release(h.slot);
+    if (!ok) fail(err.empty() ? cat("layer ", layer, " expert ", experts[h.index], ": read failed") : err);
+  };
+
+  try {
+    size_t next_deferred = 0;
+    for (size_t i = 0; i < experts.size(); ++i)
+      if (!take(i)) deferred.push_back(i);
+    for (;;) {
+      // Hits first (a deferred expert may also turn out a hit): compute while the misses are read.
+      while (!ready.empty()) {
+        Held h = ready.back();
+        ready.pop_back();
+        finish(h);
+      }
+      while (next_deferred < deferred.size() && take(deferred[next_deferred])) ++next_deferred;
+      if (!ready.empty()) continue;
+      if (pending.empty() && next_deferred == deferred.size()) break;
+      auto t0 = std::chrono::steady_clock::now();
+      if (pending.empty()) {
+        cache_->wait_change(full_version);  // every slot is taken: wait for one to free
+        c_.wait_s += seconds_since(t0);
+        continue;
+      }
+      std::vector<int> slots;
+      for (const Held& h : pending) slots.push_back(h.slot);
+      const size_t j = cache_->wait_any(slots);
+      c_.wait_s += seconds_since(t0);
+      Held h = pending[j];
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(j));
+      finish(h);
     }
   } catch (...) {
     for (const Held& h : ready) cache_->release(h.slot);
@@ -201,15 +184,7 @@ void StreamingExpertSource::prefetch(int64_t layer, std::span<const int64_t> exp
   }
 }
 
-void StreamingExpertSource::begin_pass(size_t positions) {
-  pass_positions_ = positions;
-  if (heat_) {
-    std::vector<double> totals(static_cast<size_t>(m_.layers), 0.0);
-    for (int64_t l = 0; l < m_.layers; ++l)
-      for (int64_t e = 0; e < m_.experts; ++e) totals[static_cast<size_t>(l)] += heat_->at(l, e);
-    cache_->set_layer_heat_totals(std::move(totals));
-  }
-}
+void StreamingExpertSource::begin_pass(size_t positions) { pass_positions_ = positions; }
 
 void StreamingExpertSource::end_pass() {
   if (heat_) heat_->decay(std::pow(kHeatDecayPerPosition, static_cast<double>(pass_positions_)));

@@ -40,7 +40,6 @@ class StreamingExpertSource : public ExpertSource {
 public:
   StreamingExpertSource(const StoreManifest& manifest, const StreamOptions& options, HeatHistogram* heat,
                         Monitor* monitor, int64_t experts_per_token);
-  ~StreamingExpertSource() override;
 
   ExpertHandle get(int64_t layer, int64_t expert) override;
   void for_each_ready(int64_t layer, std::span<const int64_t> experts,
@@ -64,6 +63,8 @@ private:
   const StoreManifest& m_;
   HeatHistogram* heat_;
   Monitor* monitor_;
+  // Declared after the cache so it is destroyed first: every read has
+  // finished or been cancelled before the buffers it writes into go.
   std::unique_ptr<ExpertCache> cache_;
   std::unique_ptr<ExpertReader> reader_;
   StreamCounters c_;  // engine-thread fields

@@ -24,6 +24,7 @@ std::string heat_path(const std::string& store_dir) {
 HeatHistogram::HeatHistogram(int64_t layers, int64_t experts) : layers_(layers), experts_(experts) {
   if (layers < 0 || experts < 0) fail("heat histogram: negative shape ", layers, " x ", experts);
   counts_.assign(static_cast<size_t>(layers * experts), 0.0);
+  layer_totals_.assign(static_cast<size_t>(layers), 0.0);
 }
 
 HeatHistogram HeatHistogram::load(const std::string& store_dir, int64_t layers, int64_t experts) {
@@ -55,6 +56,7 @@ HeatHistogram HeatHistogram::load(const std::string& store_dir, int64_t layers, 
     const double v = c[i].get<double>();
     if (!std::isfinite(v) || v < 0) fail(path, ": field 'counts[", i, "]' = ", v, " (must be finite and >= 0)");
     h.counts_[i] = v;
+    h.layer_totals_[i / static_cast<size_t>(experts)] += v;
   }
   return h;
 }
@@ -68,10 +70,12 @@ void HeatHistogram::add(int64_t layer, int64_t expert, double amount) {
   if (layer < 0 || layer >= layers_ || expert < 0 || expert >= experts_)
     fail("heat histogram: (layer ", layer, ", expert ", expert, ") outside ", layers_, " x ", experts_);
   counts_[static_cast<size_t>(layer * experts_ + expert)] += amount;
+  layer_totals_[static_cast<size_t>(layer)] += amount;
 }
 
 void HeatHistogram::decay(double factor) {
   for (double& c : counts_) c *= factor;
+  for (double& t : layer_totals_) t *= factor;
 }
 
 double HeatHistogram::at(int64_t layer, int64_t expert) const {
@@ -93,6 +97,11 @@ std::vector<std::pair<int64_t, int64_t>> HeatHistogram::hottest(size_t n) const 
   for (size_t k = 0; k < n; ++k)
     out.emplace_back(static_cast<int64_t>(idx[k]) / experts_, static_cast<int64_t>(idx[k]) % experts_);
   return out;
+}
+
+double HeatHistogram::layer_total(int64_t layer) const {
+  if (layer < 0 || layer >= layers_) fail("heat histogram: no layer ", layer);
+  return layer_totals_[static_cast<size_t>(layer)];
 }
 
 double HeatHistogram::total() const {

@@ -26,6 +26,9 @@ public:
   // Multiplies every count by `factor` (e.g. once per token: 0.999).
   void decay(double factor);
   double at(int64_t layer, int64_t expert) const;
+  // Sum over the layer's experts, kept up to date by add() and decay() (the
+  // cache reads it on every eviction; summing there would cost O(experts)).
+  double layer_total(int64_t layer) const;
   // The n hottest (layer, expert) pairs with count > 0, hottest first, ties to lower (layer, expert).
   std::vector<std::pair<int64_t, int64_t>> hottest(size_t n) const;
   double total() const;
@@ -35,6 +38,7 @@ public:
 private:
   int64_t layers_ = 0, experts_ = 0;
   std::vector<double> counts_;
+  std::vector<double> layer_totals_;
 };
 
 }  // namespace deltafin

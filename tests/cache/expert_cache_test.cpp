@@ -85,7 +85,6 @@ TEST(ExpertCache, HeatKeepsAHotExpertOverARecentColdOne) {
   CacheOptions o = opts(2);
   o.heat = &heat;
   ExpertCache c(o);
-  c.set_layer_heat_totals({100.0, 0.0});
   load(c, 1);  // p = (100 + 1) / (100 + 10)
   load(c, 2);  // p = 1 / 110
   load(c, 3);  // must evict 2 (lower p) although 1 is older
@@ -194,6 +193,24 @@ TEST(ExpertCache, ListsLoadingPrefetchesButNotPinnedOrDemanded) {
   EXPECT_EQ(dem.ticket, 101u);
   EXPECT_TRUE(dem.prefetched);
   EXPECT_TRUE(c.loading_prefetches().empty());
+}
+
+// An aborted prefetch is forgotten at once: the key can be claimed and read
+// afresh while the cancelled read is still landing in the old slot.
+TEST(ExpertCache, ForgottenLoadFreesTheKeyAndThenTheSlot) {
+  ExpertCache c(opts(3));
+  ExpertCache::Claim p = c.acquire(7, false);
+  ASSERT_EQ(p.outcome, Outcome::Claimed);
+  c.forget(7);
+  ExpertCache::Claim again = c.acquire(7, true);
+  EXPECT_EQ(again.outcome, Outcome::Claimed);
+  EXPECT_NE(again.slot, p.slot);
+  EXPECT_EQ(c.state(p.slot), State::Loading);  // the cancelled read still owns its buffer
+  c.finish_load(p.slot, false, "");
+  EXPECT_EQ(c.state(p.slot), State::Empty);
+  EXPECT_EQ(c.key(again.slot), 7);
+  c.finish_load(again.slot, true, "");
+  c.release(again.slot);
 }
 
 TEST(ExpertCache, WaitAnyReturnsTheSlotThatLanded) {

@@ -25,16 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<uint32_t> tokens(size_t n, uint32_t vocab, uint64_t seed) {
-  std::vector<uint32_t> t;
-  uint64_t x = seed * 7919 + 3;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    t.push_back(static_cast<uint32_t>((x >> 33) % vocab));
-  }
-  return t;
-}
-
 // Logits of every position: one pass over all (prefill), or one token per pass (decode).
 std::vector<float> logits_of(K3Model& model, const std::vector<uint32_t>& ids, bool decode) {
   K3Session s(model.config());
@@ -76,7 +66,7 @@ struct World {
     o.progress = false;
     generate_k3_checkpoint(o);
     auto m = load_k3_resident(ckpt, 1);
-    ids = tokens(n_tokens, static_cast<uint32_t>(m->config.vocab_size), 4);
+    ids = test::random_tokens(4, n_tokens, static_cast<uint32_t>(m->config.vocab_size));
     prefill = logits_of(*m, ids, false);
     decode = logits_of(*m, ids, true);
   }

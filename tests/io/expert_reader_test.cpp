@@ -46,6 +46,25 @@ protected:
       EXPECT_EQ(reader.engine_note(), "");
     }
   }
+  // One CRC-checked read of (layer, expert) replicated on drives 0 and 1, with
+  // queue depth 1 and the trace at trace_path(); status: the drives after it.
+  ReadResult read_replicated_once(const TestDrives& drives, int64_t layer, int64_t expert, uint64_t size,
+                                  const std::string& want, TestRead& read, std::vector<DriveStatus>& status) {
+    Monitor monitor(2);
+    monitor.open_trace(trace_path());
+    Results results;
+    {
+      ExpertReader reader(drives.specs(), options(1), &monitor);
+      ReadRequest rq = make_request(drives, layer, expert, {0, 1}, size, &read, &results);
+      rq.crc32c = crc32c(want.data(), want.size());
+      read.ticket = reader.submit(std::move(rq));
+      results.wait(1);
+      status = reader.drive_status();
+    }
+    monitor.close_trace();
+    results.expect_once();
+    return results.get(read.ticket);
+  }
   test::TempDir tmp_;
   std::string trace_path() const { return tmp_.file("trace.jsonl"); }
 };
@@ -164,21 +183,10 @@ TEST_P(ReaderTest, ReplicatedReadSplitsAcrossReplicas) {
   const uint64_t size = 4 * kChunk + 10;
   const std::string want = drives.put(0, 2, 5, size);
   drives.put(1, 2, 5, size);
-  Monitor monitor(2);
-  monitor.open_trace(trace_path());
-  Results results;
   TestRead read;
   std::vector<DriveStatus> status;
-  {
-    ExpertReader reader(drives.specs(), options(1), &monitor);
-    ReadRequest rq = make_request(drives, 2, 5, {0, 1}, size, &read, &results);
-    rq.crc32c = crc32c(want.data(), want.size());
-    read.ticket = reader.submit(std::move(rq));
-    results.wait(1);
-    status = reader.drive_status();
-  }
-  monitor.close_trace();
-  EXPECT_TRUE(results.get(read.ticket).ok) << results.get(read.ticket).error;
+  ReadResult r = read_replicated_once(drives, 2, 5, size, want, read, status);
+  EXPECT_TRUE(r.ok) << r.error;
   EXPECT_TRUE(same_bytes(read, want));
   EXPECT_GT(status[0].counters.bytes, 0u);
   EXPECT_GT(status[1].counters.bytes, 0u);
@@ -455,21 +463,9 @@ TEST_P(ReaderTest, CorruptCopyInASplitReadIsFound) {
   std::string bad = want;
   bad[5] ^= 0x40;  // in chunk 0, which drive 0 serves in the first (split) attempt
   drives.put_raw(0, 3, 7, bad);
-  Monitor monitor(2);
-  monitor.open_trace(trace_path());
-  Results results;
   TestRead read;
   std::vector<DriveStatus> status;
-  {
-    ExpertReader reader(drives.specs(), options(1), &monitor);
-    ReadRequest rq = make_request(drives, 3, 7, {0, 1}, size, &read, &results);
-    rq.crc32c = crc32c(want.data(), want.size());
-    read.ticket = reader.submit(std::move(rq));
-    results.wait(1);
-    status = reader.drive_status();
-  }
-  monitor.close_trace();
-  ReadResult r = results.get(read.ticket);
+  ReadResult r = read_replicated_once(drives, 3, 7, size, want, read, status);
   EXPECT_TRUE(r.ok) << r.error;
   EXPECT_TRUE(same_bytes(read, want));
   EXPECT_NE(r.recovered.find(": CRC-32C mismatch (got 0x"), std::string::npos) << r.recovered;

@@ -35,15 +35,7 @@ const std::string& tiny_dir(uint64_t seed) {
   return d->path();
 }
 
-std::vector<uint32_t> prompt_tokens(uint64_t seed, size_t n, uint32_t vocab) {
-  std::vector<uint32_t> t;
-  uint64_t x = seed * 7919 + 17;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    t.push_back(static_cast<uint32_t>((x >> 33) % vocab));
-  }
-  return t;
-}
+std::vector<uint32_t> prompt_tokens(uint64_t seed, size_t n, uint32_t vocab) { return test::random_tokens(seed, n, vocab); }
 
 double rel_l2(const float* a, const std::vector<double>& ref) {
   double num = 0, den = 0;

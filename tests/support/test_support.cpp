@@ -65,4 +65,14 @@ std::string expect_error(const std::function<void()>& fn, std::initializer_list<
   return "";
 }
 
+std::vector<uint32_t> random_tokens(uint64_t seed, size_t n, uint32_t vocab) {
+  std::vector<uint32_t> t;
+  uint64_t x = seed * 7919 + 17;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    t.push_back(static_cast<uint32_t>((x >> 33) % vocab));
+  }
+  return t;
+}
+
 }  // namespace deltafin::test

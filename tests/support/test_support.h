@@ -3,7 +3,9 @@
 
 #include <functional>
 #include <initializer_list>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace deltafin::test {
 
@@ -24,6 +26,9 @@ private:
 void write_bytes(const std::string& path, const std::string& bytes);
 std::string source_dir();     // the repository root
 std::string deltafin_binary();  // the built deltafin executable
+
+// n pseudo-random token ids below vocab, the same for the same seed (an LCG).
+std::vector<uint32_t> random_tokens(uint64_t seed, size_t n, uint32_t vocab);
 
 // Runs a shell command; returns its exit status and fills *output with
 // stdout+stderr.
