@@ -25,5 +25,6 @@ Command add_run(CLI::App& app);
 Command add_logits(CLI::App& app);
 Command add_setup(CLI::App& app);
 Command add_doctor(CLI::App& app);
+Command add_serve(CLI::App& app);
 
 }  // namespace deltafin::cli

@@ -1,0 +1,105 @@
+// deltafin serve: the OpenAI-compatible HTTP server (src/server/http_server.h).
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "server/generation_service.h"
+#include "server/http_server.h"
+#include "util/error.h"
+
+namespace deltafin::cli {
+
+namespace {
+
+std::atomic<bool> g_shutdown{false};
+extern "C" void on_signal(int) { g_shutdown.store(true); }
+
+struct ServeArgs {
+  ModelArgs model;
+  ServerOptions server;
+  int64_t max_tokens = 4096;
+  size_t prompt_cache_slots = 4;
+  double prompt_cache_mb = 1024;
+  int64_t prefill_chunk = 64;
+};
+
+std::string default_model_name(const ModelArgs& a) {
+  std::string dir = a.model.empty() ? a.store : a.model;
+  std::string name = std::filesystem::path(dir).lexically_normal().filename().string();
+  if (name.empty()) name = std::filesystem::path(dir).lexically_normal().parent_path().filename().string();
+  return name.empty() ? "deltafin" : name;
+}
+
+int serve(ServeArgs a) {
+  auto m = load_model(a.model);
+  std::fprintf(stderr, "%s\n", m->describe().c_str());
+  if (a.server.model_name.empty()) a.server.model_name = default_model_name(a.model);
+  ServiceOptions so;
+  so.max_tokens_ceiling = a.max_tokens;
+  so.prompt_cache_entries = a.prompt_cache_slots;
+  so.prompt_cache_bytes = static_cast<uint64_t>(a.prompt_cache_mb * 1e6);
+  so.prefill_chunk = a.prefill_chunk;
+  if (const char* d = std::getenv("DELTAFIN_SERVE_STEP_DELAY_MS")) so.step_delay_ms = std::atoi(d);
+  g_shutdown.store(false);
+  GenerationService service(*m, so, &g_shutdown);
+  ApiServer server(service, a.server);
+  const int port = server.bind();
+  if (a.server.host != "127.0.0.1" && a.server.host != "::1" && a.server.host != "localhost")
+    std::fprintf(stderr, "serve: WARNING: listening on %s, reachable from other machines%s\n", a.server.host.c_str(),
+                 a.server.api_key.empty() ? " with no --api-key" : "");
+  std::fprintf(stderr, "serve: listening on http://%s:%d (model \"%s\", context %lld tokens, queue %zu)\n",
+               a.server.host.c_str(), port, a.server.model_name.c_str(),
+               static_cast<long long>(m->config.max_position_embeddings), a.server.queue);
+  std::fflush(stderr);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::thread watcher([&] {
+    while (!g_shutdown.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    server.stop();
+  });
+  server.serve();
+  g_shutdown.store(true);
+  watcher.join();
+  m->save_heat();
+  std::fprintf(stderr, "serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+Command add_serve(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat and text completions, SSE streaming)");
+  add_model_options(sub, a->model);
+  sub->add_option("--host", a->server.host, "Address to listen on (loopback unless told otherwise)")->capture_default_str();
+  sub->add_option("--port", a->server.port, "Port (0 = any free port, printed at start)")->check(CLI::Range(0, 65535))->capture_default_str();
+  sub->add_option("--api-key", a->server.api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
+  sub->add_option("--queue", a->server.queue, "Requests that may wait behind the generating one (more get 429)")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
+  sub->add_option("--max-tokens", a->max_tokens, "Most tokens one request may generate (and the default)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--max-request-bytes", a->server.max_request_bytes, "Largest request body")
+      ->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 32))
+      ->capture_default_str();
+  sub->add_option("--served-model-name", a->server.model_name, "The model id clients use (default: the directory's name)");
+  sub->add_option("--prompt-cache-slots", a->prompt_cache_slots, "Session states kept for prompt reuse (0 = none)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  sub->add_option("--prompt-cache-mb", a->prompt_cache_mb, "RAM for the kept session states, MB")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--prefill-chunk", a->prefill_chunk, "Prompt positions per pass (a cancel is noticed between passes)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  sub->add_option("--http-threads", a->server.http_threads, "HTTP worker threads (default: queue + 32)")->capture_default_str();
+  return {sub, [a] { return serve(*a); }};
+}
+
+}  // namespace deltafin::cli

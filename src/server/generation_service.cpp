@@ -1,0 +1,137 @@
+#include "server/generation_service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "tokenizer/chat_encode.h"
+#include "tokenizer/chat_template.h"
+#include "util/error.h"
+
+namespace deltafin {
+
+using api::ApiError;
+using clock_type = std::chrono::steady_clock;
+
+GenerationService::GenerationService(LoadedK3& model, ServiceOptions options, const std::atomic<bool>* shutdown)
+    : m_(model), o_(options), shutdown_(shutdown), cache_(options.prompt_cache_entries, options.prompt_cache_bytes) {}
+
+PreparedPrompt GenerationService::prepare(const api::GenerationRequest& r) const {
+  PreparedPrompt p;
+  p.chat = r.endpoint == api::Endpoint::Chat;
+  if (p.chat) {
+    ChatOptions o;
+    o.thinking = true;  // K3 answers with a think block; reasoning_effort sets its length
+    o.reasoning_effort = r.reasoning_effort;
+    try {
+      p.tokens = encode_chat_segments(*m_.tokenizer, render_chat(r.messages, o));
+    } catch (const Error& e) {
+      throw ApiError(400, std::string("messages: ") + e.what(), "messages", "invalid_messages");
+    }
+    p.thinking = o.thinking;
+  } else if (r.prompt_text) {
+    try {
+      p.tokens = m_.tokenizer->encode_ordinary(*r.prompt_text);  // raw mode: no BOS (§7.8)
+    } catch (const Error& e) {
+      throw ApiError(400, std::string("prompt: ") + e.what(), "prompt", "invalid_prompt");
+    }
+  } else {
+    p.tokens = r.prompt_ids;
+  }
+  const int64_t n = static_cast<int64_t>(p.tokens.size());
+  if (n == 0) throw ApiError(400, "The prompt encodes to no tokens", p.chat ? "messages" : "prompt", "empty_prompt");
+  const int64_t limit = context_limit();
+  if (n >= limit)
+    throw ApiError(400,
+                   "This model's maximum context length is " + std::to_string(limit) + " tokens; the prompt has " +
+                       std::to_string(n) + " tokens, leaving no room to generate",
+                   p.chat ? "messages" : "prompt", "context_length_exceeded");
+  p.max_new = std::min(r.max_tokens.value_or(o_.max_tokens_ceiling), limit - n);
+  return p;
+}
+
+Outcome GenerationService::run(const PreparedPrompt& p, const std::function<bool(uint32_t)>& on_token,
+                               const std::function<bool()>& cancelled) {
+  const auto t0 = clock_type::now();
+  auto stop_now = [&] { return (shutdown_ && shutdown_->load()) || (cancelled && cancelled()); };
+  Outcome out;
+  out.prompt_tokens = static_cast<int64_t>(p.tokens.size());
+  K3Model& model = *m_.model;
+  K3Session session(m_.config);
+  const int64_t n = out.prompt_tokens;
+  const int64_t reused = cache_.restore(p.tokens, session);
+  out.cached_tokens = reused;
+
+  // Prefill in passes of prefill_chunk positions up to n-1, snapshot there
+  // (the point a repeat of this prompt restores to), then the last token.
+  std::vector<K3Session::Snapshot> boundaries;
+  std::span<const uint32_t> all(p.tokens);
+  int64_t pos = reused;
+  while (pos < n - 1) {
+    if (stop_now()) return out.finish = Finish::Cancelled, out;
+    const int64_t len = std::min<int64_t>(o_.prefill_chunk, n - 1 - pos);
+    model.forward(session, all.subspan(static_cast<size_t>(pos), static_cast<size_t>(len)), false);
+    pos += len;
+  }
+  if (n > 1) boundaries.push_back(session.snapshot());
+  if (stop_now()) return out.finish = Finish::Cancelled, out;
+  Rows logits = model.forward(session, all.subspan(static_cast<size_t>(n - 1), 1), false);
+  out.prefill_seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
+  {
+    std::lock_guard lock(totals_mu_);
+    totals_.requests++;
+    totals_.prefill_positions += n - reused;
+    totals_.reused_positions += reused;
+  }
+
+  // Decode: the token is chosen, then either reported or it ends the turn.
+  std::vector<uint32_t> consumed = p.tokens;
+  const uint32_t eos = m_.tokenizer->eos_id();
+  const int64_t limit = context_limit();
+  for (;;) {
+    const uint32_t next = argmax_first(logits.row(0), logits.n);
+    if (next == eos) {
+      out.finish = Finish::Eos;
+      break;
+    }
+    ++out.completion_tokens;
+    if (o_.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o_.step_delay_ms));
+    if (!on_token(next)) {
+      out.finish = Finish::Stopped;
+      break;
+    }
+    if (out.completion_tokens >= p.max_new || session.length() >= limit) {
+      out.finish = Finish::Length;
+      break;
+    }
+    if (stop_now()) {
+      out.finish = Finish::Cancelled;
+      break;
+    }
+    const uint32_t one[1] = {next};
+    logits = model.forward(session, one, false);
+    consumed.push_back(next);
+  }
+  {
+    std::lock_guard lock(totals_mu_);
+    totals_.generated_tokens += out.completion_tokens;
+  }
+  // Keep the state for reuse: a snapshot at the end, beside the prompt's.
+  if (session.length() > n) boundaries.push_back(session.snapshot());
+  if (!boundaries.empty()) {
+    cache_.put(std::move(consumed), std::move(session), std::move(boundaries));
+    std::lock_guard lock(totals_mu_);
+    totals_.cache_entries = cache_.entries();
+    totals_.cache_bytes = cache_.bytes();
+  }
+  if (m_.stream) m_.save_heat();
+  out.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
+  return out;
+}
+
+GenerationService::Totals GenerationService::totals() const {
+  std::lock_guard lock(totals_mu_);
+  return totals_;
+}
+
+}  // namespace deltafin

@@ -1,0 +1,83 @@
+// The model side of the server: turns a validated request into prompt
+// tokens, runs greedy generation on the one model with prompt reuse, and
+// reports every token to the caller, who may stop it after any token. The
+// server lets only one request at a time in here (Admission), so nothing
+// below is shared between generations.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/loaded_model.h"
+#include "server/api/request.h"
+#include "server/prompt_cache.h"
+
+namespace deltafin {
+
+struct ServiceOptions {
+  int64_t max_tokens_ceiling = 4096;   // --max-tokens: the most a request may ask for
+  size_t prompt_cache_entries = 4;     // --prompt-cache-slots
+  uint64_t prompt_cache_bytes = 1ull << 30;  // --prompt-cache-mb
+  int64_t prefill_chunk = 64;          // positions per prefill pass (a cancel is noticed between passes)
+  int step_delay_ms = 0;               // tests only (DELTAFIN_SERVE_STEP_DELAY_MS): sleep per token
+};
+
+struct PreparedPrompt {
+  std::vector<uint32_t> tokens;
+  bool chat = false;
+  bool thinking = false;  // chat: the prompt ends with open(think)
+  int64_t max_new = 0;    // max_tokens, else the ceiling, capped by the context left
+};
+
+enum class Finish { Eos, Length, Stopped, Cancelled };
+
+struct Outcome {
+  Finish finish = Finish::Length;
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;      // prompt positions restored from the prompt cache
+  int64_t completion_tokens = 0;  // tokens handed to on_token (the end-of-message token is not one)
+  double prefill_seconds = 0, seconds = 0;
+};
+
+class GenerationService {
+public:
+  GenerationService(LoadedK3& model, ServiceOptions options, const std::atomic<bool>* shutdown);
+
+  // Tokens of the request (chat template or raw text or ids) and its token
+  // budget. Throws api::ApiError: 400 when the chat does not render or the
+  // prompt does not fit the context.
+  PreparedPrompt prepare(const api::GenerationRequest& request) const;
+
+  // Generates. on_token(id) gets each new token and returns false to stop
+  // there (a stop string matched, or the client left); `cancelled` is also
+  // asked between prefill passes. Not reentrant: one caller at a time.
+  Outcome run(const PreparedPrompt& prompt, const std::function<bool(uint32_t)>& on_token,
+              const std::function<bool()>& cancelled);
+
+  const Tokenizer& tokenizer() const { return *m_.tokenizer; }
+  const K3Config& config() const { return m_.config; }
+  int64_t context_limit() const { return m_.config.max_position_embeddings; }
+  int64_t max_tokens_ceiling() const { return o_.max_tokens_ceiling; }
+
+  // Totals since start, for /health and the prompt-reuse tests.
+  struct Totals {
+    int64_t requests = 0, prefill_positions = 0, reused_positions = 0, generated_tokens = 0;
+    size_t cache_entries = 0;
+    uint64_t cache_bytes = 0;
+  };
+  Totals totals() const;
+
+private:
+  LoadedK3& m_;
+  ServiceOptions o_;
+  const std::atomic<bool>* shutdown_;
+  PromptCache cache_;
+  mutable std::mutex totals_mu_;
+  Totals totals_;
+};
+
+}  // namespace deltafin
