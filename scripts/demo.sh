@@ -36,4 +36,18 @@ $bin logits --model "$model" --tokens 300,301,302,303,304,305 --out demo-residen
 $bin logits --store "$store" --tokens 300,301,302,303,304,305 --step 1 --cache-gb 0 --out demo-streamed.npy
 cmp demo-resident.npy demo-streamed.npy && echo "identical: $(stat -c %s demo-streamed.npy) bytes"
 echo
+echo "== 7. serve the store over the OpenAI API on loopback; one chat request, streamed as server-sent events =="
+$bin serve --store "$store" --port 0 --cache-gb 0.005 2> demo-serve.log &
+serve_pid=$!
+trap 'kill $serve_pid 2>/dev/null || true' EXIT
+for _ in $(seq 100); do grep -q "listening on" demo-serve.log && break; sleep 0.1; done
+url=$(grep -o 'http://[0-9.:]*' demo-serve.log | head -1)
+echo "server at $url"
+curl -sS "$url/v1/models"; echo
+curl -sSN "$url/v1/chat/completions" -H "Content-Type: application/json" \
+  -d '{"model": "demo-store", "messages": [{"role": "user", "content": "What is the capital of France?"}],
+       "max_tokens": 6, "stream": true, "stream_options": {"include_usage": true}}'
+kill $serve_pid; wait $serve_pid || true
+trap - EXIT
+echo
 echo "Note: the weights are random, so this model has K3's shape but no knowledge: the text is noise."

@@ -26,6 +26,7 @@ struct ServeArgs {
   size_t prompt_cache_slots = 4;
   double prompt_cache_mb = 1024;
   int64_t prefill_chunk = 64;
+  int64_t context = 0;
 };
 
 std::string default_model_name(const ModelArgs& a) {
@@ -44,6 +45,7 @@ int serve(ServeArgs a) {
   so.prompt_cache_entries = a.prompt_cache_slots;
   so.prompt_cache_bytes = static_cast<uint64_t>(a.prompt_cache_mb * 1e6);
   so.prefill_chunk = a.prefill_chunk;
+  so.context_limit = a.context;
   if (const char* d = std::getenv("DELTAFIN_SERVE_STEP_DELAY_MS")) so.step_delay_ms = std::atoi(d);
   g_shutdown.store(false);
   GenerationService service(*m, so, &g_shutdown);
@@ -54,7 +56,7 @@ int serve(ServeArgs a) {
                  a.server.api_key.empty() ? " with no --api-key" : "");
   std::fprintf(stderr, "serve: listening on http://%s:%d (model \"%s\", context %lld tokens, queue %zu)\n",
                a.server.host.c_str(), port, a.server.model_name.c_str(),
-               static_cast<long long>(m->config.max_position_embeddings), a.server.queue);
+               static_cast<long long>(service.context_limit()), a.server.queue);
   std::fflush(stderr);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
@@ -95,6 +97,8 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--prompt-cache-mb", a->prompt_cache_mb, "RAM for the kept session states, MB")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  sub->add_option("--context", a->context, "Most positions per request, prompt and output together (default: the model's)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--prefill-chunk", a->prefill_chunk, "Prompt positions per pass (a cancel is noticed between passes)")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();

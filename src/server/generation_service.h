@@ -5,6 +5,7 @@
 // below is shared between generations.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -22,6 +23,7 @@ struct ServiceOptions {
   int64_t max_tokens_ceiling = 4096;   // --max-tokens: the most a request may ask for
   size_t prompt_cache_entries = 4;     // --prompt-cache-slots
   uint64_t prompt_cache_bytes = 1ull << 30;  // --prompt-cache-mb
+  int64_t context_limit = 0;           // --context: positions a session may hold; 0 = the model's max_position_embeddings
   int64_t prefill_chunk = 64;          // positions per prefill pass (a cancel is noticed between passes)
   int step_delay_ms = 0;               // tests only (DELTAFIN_SERVE_STEP_DELAY_MS): sleep per token
 };
@@ -60,7 +62,10 @@ public:
 
   const Tokenizer& tokenizer() const { return *m_.tokenizer; }
   const K3Config& config() const { return m_.config; }
-  int64_t context_limit() const { return m_.config.max_position_embeddings; }
+  int64_t context_limit() const {
+    const int64_t model = m_.config.max_position_embeddings;
+    return o_.context_limit > 0 ? std::min(o_.context_limit, model) : model;
+  }
   int64_t max_tokens_ceiling() const { return o_.max_tokens_ceiling; }
 
   // Totals since start, for /health and the prompt-reuse tests.
