@@ -26,6 +26,7 @@ struct RunArgs {
   std::string prompt, effort = "max", stats_json;
   bool chat = false, no_thinking = false, stats = false, ignore_eos = false;
   int64_t max_new = 128;
+  int64_t prefill_chunk = kDefaultPrefillChunk;
 };
 
 std::vector<uint32_t> encode_prompt(const Tokenizer& tok, const RunArgs& a) {
@@ -39,9 +40,9 @@ std::vector<uint32_t> encode_prompt(const Tokenizer& tok, const RunArgs& a) {
 
 void print_stats(const GenerateStats& st, double load_s) {
   std::fprintf(stderr, "\n-- stats --\n");
-  std::fprintf(stderr, "load %.2f s; prompt %lld tokens; prefill %.1f ms (%.1f tokens/s)\n", load_s,
-               static_cast<long long>(st.prompt_tokens), st.prefill_seconds * 1e3,
-               st.prefill_seconds > 0 ? st.prompt_tokens / st.prefill_seconds : 0.0);
+  std::fprintf(stderr, "load %.2f s; prompt %lld tokens; prefill %.1f ms (%.1f tokens/s); time to first token %.1f ms\n",
+               load_s, static_cast<long long>(st.prompt_tokens), st.prefill_seconds * 1e3,
+               st.prefill_seconds > 0 ? st.prompt_tokens / st.prefill_seconds : 0.0, st.ttft_seconds * 1e3);
   double total = 0;
   std::fprintf(stderr, "per-token ms:");
   for (double ms : st.token_ms) std::fprintf(stderr, " %.2f", ms), total += ms;
@@ -65,6 +66,7 @@ int run(const RunArgs& a) {
   p.max_new = a.max_new;
   p.eos = m->tokenizer->eos_id();
   p.ignore_eos = a.ignore_eos;
+  p.prefill_chunk = a.prefill_chunk;
   p.stop = &g_interrupted;
   RunStatsCollector collector(*m);
   if (m->stream) p.observer = &collector;
@@ -90,6 +92,7 @@ int run(const RunArgs& a) {
     std::fprintf(stderr, "%s", collector.summary().c_str());
     if (m->lookahead) std::fprintf(stderr, "lookahead per layer (recall EMA, samples):\n%s", m->lookahead->describe_gates().c_str());
   }
+  collector.ttft_ms = st.ttft_seconds * 1e3;
   if (!a.stats_json.empty()) write_file_atomic(a.stats_json, collector.to_json());
   if (st.reason == StopReason::Interrupted) {
     std::fprintf(stderr, "[interrupted after %lld tokens]\n", static_cast<long long>(st.new_tokens));
@@ -110,6 +113,10 @@ Command add_run(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--no-thinking", a->no_thinking, "Chat: answer without a thinking block");
   sub->add_option("--max-new", a->max_new, "Most tokens to generate")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--prefill-chunk", a->prefill_chunk,
+                  "Prompt positions per pass (expert-major: each pass reads its experts' union once; 0 = whole prompt)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past <|end_of_msg|> (fixed-length benchmarks)");
   sub->add_flag("--stats", a->stats, "Print per-token times and prefill/decode tokens/s");
   sub->add_option("--stats-json", a->stats_json, "Store: write every step's figures as JSON to this file");

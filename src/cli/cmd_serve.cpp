@@ -25,7 +25,7 @@ struct ServeArgs {
   int64_t max_tokens = 4096;
   size_t prompt_cache_slots = 4;
   double prompt_cache_mb = 1024;
-  int64_t prefill_chunk = 64;
+  int64_t prefill_chunk = kDefaultPrefillChunk;
   int64_t context = 0;
 };
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "engine/prefill.h"
 #include "util/error.h"
 
 namespace deltafin {
@@ -29,13 +30,13 @@ GenerateStats generate(K3Model& model, K3Session& session, const std::vector<uin
   if (p.max_new <= 0) return st;
 
   auto t0 = clock::now();
-  if (p.observer) p.observer->step_begin(true);
-  Rows logits = model.forward(session, prompt, false);
-  if (p.observer) p.observer->step_end(true);
+  Rows logits = prefill(model, session, prompt, p.prefill_chunk, p.observer, p.stop);
   st.prefill_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  if (logits.T == 0) return st.reason = StopReason::Interrupted, st;
   const size_t V = logits.n;
   for (;;) {
     uint32_t next = argmax_first(logits.row(0), V);
+    if (st.new_tokens == 0) st.ttft_seconds = std::chrono::duration<double>(clock::now() - t0).count();
     on_token(next);
     ++st.new_tokens;
     if (next == p.eos && !p.ignore_eos) return st.reason = StopReason::Eos, st;

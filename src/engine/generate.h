@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "engine/prefill.h"
 #include "model/kimi_k3/model.h"
 
 namespace deltafin {
@@ -28,6 +29,7 @@ struct GenerateParams {
   bool ignore_eos = false;                 // benchmarks: keep going past eos for a fixed token count
   const std::atomic<bool>* stop = nullptr; // set by a signal handler: stop after the current token
   StepObserver* observer = nullptr;
+  int64_t prefill_chunk = kDefaultPrefillChunk;  // positions per prefill pass (engine/prefill.h); 0 = one pass
 };
 
 enum class StopReason { Eos, MaxNew, ContextFull, Interrupted };
@@ -36,6 +38,7 @@ const char* stop_reason_name(StopReason r);
 struct GenerateStats {
   int64_t prompt_tokens = 0, new_tokens = 0;
   double prefill_seconds = 0;
+  double ttft_seconds = 0;       // start to the first generated token (prefill + choosing it)
   std::vector<double> token_ms;  // per generated token after the first (decode steps)
   StopReason reason = StopReason::MaxNew;
 };

@@ -38,6 +38,15 @@ void RunStatsCollector::step_end(bool prefill) {
   s.pilot_actual = e.look.actual - b.look.actual;
   for (size_t d = 0; d < e.drives.size(); ++d)
     s.drive_mb_s.push_back(sec > 0 ? (e.drives[d].bytes - b.drives[d].bytes) / sec / 1e6 : 0.0);
+  const auto& routes = m_.model->last_routes();
+  const int64_t E = m_.config.num_experts;
+  for (size_t l = 0; l < routes.size(); ++l) {
+    if (!routes[l].empty()) s.positions = routes[l].size();
+    if (!prefill) continue;
+    for (const Route& r : routes[l])
+      for (int64_t e : r.experts)
+        if (prefill_pairs_.insert(static_cast<int64_t>(l) * E + e).second) ++s.unique_new;
+  }
   steps_.push_back(s);
 }
 
@@ -61,6 +70,20 @@ std::string RunStatsCollector::format_step(size_t index, const StepStats& s) {
   return out;
 }
 
+RunStatsCollector::PrefillTotals RunStatsCollector::prefill_totals() const {
+  PrefillTotals p;
+  for (const StepStats& s : steps_) {
+    if (!s.prefill) continue;
+    ++p.passes;
+    p.positions += s.positions;
+    p.unique_pairs += s.unique_new;
+    p.bytes_read += s.bytes_read;
+    p.ms += s.ms;
+  }
+  p.unique_bytes = p.unique_pairs * (m_.manifest ? m_.manifest->expert_bytes : 0);
+  return p;
+}
+
 std::string RunStatsCollector::summary() const {
   StepStats t;
   size_t n = 0;
@@ -75,6 +98,17 @@ std::string RunStatsCollector::summary() const {
   }
   char buf[512];
   std::string out;
+  const PrefillTotals p = prefill_totals();
+  if (p.passes > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "prefill: %llu positions in %llu passes, %.1f ms (%.1f tokens/s), read %s for %llu unique experts (%s): "
+                  "amplification %.2f\n",
+                  static_cast<unsigned long long>(p.positions), static_cast<unsigned long long>(p.passes), p.ms,
+                  p.ms > 0 ? p.positions / (p.ms / 1e3) : 0.0, human_bytes(static_cast<double>(p.bytes_read)).c_str(),
+                  static_cast<unsigned long long>(p.unique_pairs), human_bytes(static_cast<double>(p.unique_bytes)).c_str(),
+                  p.amplification());
+    out += buf;
+  }
   if (n > 0) {
     std::snprintf(buf, sizeof buf,
                   "decode: %zu steps, %.1f ms/token (%.1f waiting on reads), %s read/token, hit rate %.3f "
@@ -113,13 +147,16 @@ std::string RunStatsCollector::to_json() const {
   j["peak_rss_bytes"] = peak_rss_bytes();
   nlohmann::ordered_json steps = nlohmann::ordered_json::array();
   for (const StepStats& s : steps_) {
-    steps.push_back({{"prefill", s.prefill}, {"ms", s.ms}, {"wait_ms", s.wait_ms}, {"bytes_read", s.bytes_read},
+    steps.push_back({{"prefill", s.prefill}, {"positions", s.positions}, {"unique_new", s.unique_new}, {"ms", s.ms}, {"wait_ms", s.wait_ms}, {"bytes_read", s.bytes_read},
                      {"demanded", s.demanded}, {"hits", s.hits}, {"prefetch_hits", s.prefetch_hits},
                      {"inflight", s.inflight}, {"misses", s.misses}, {"prefetch_issued", s.prefetch_issued},
                      {"prefetch_cancelled", s.prefetch_cancelled}, {"pilot_hits", s.pilot_hits},
                      {"pilot_actual", s.pilot_actual}, {"drive_mb_s", s.drive_mb_s}});
   }
   j["steps"] = steps;
+  const PrefillTotals p = prefill_totals();
+  j["prefill"] = {{"ttft_ms", ttft_ms}, {"positions", p.positions}, {"passes", p.passes}, {"ms", p.ms}, {"unique_pairs", p.unique_pairs},
+                  {"unique_bytes", p.unique_bytes}, {"bytes_read", p.bytes_read}, {"amplification", p.amplification()}};
   return j.dump(1) + "\n";
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/loaded_model.h"
+#include "engine/prefill.h"
 #include "server/api/request.h"
 #include "server/prompt_cache.h"
 
