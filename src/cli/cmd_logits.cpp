@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/token_list.h"
 #include <algorithm>
 
 #include "cli/model_options.h"
@@ -18,32 +19,10 @@ struct LogitsArgs {
   int64_t step = 0;
 };
 
-std::vector<uint32_t> parse_token_list(const std::string& s) {
-  std::vector<uint32_t> ids;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    size_t used = 0;
-    unsigned long v = 0;
-    try {
-      v = std::stoul(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || v > 0xffffffffUL)
-      fail("--tokens: '", item, "' is not a token id (expected comma-separated non-negative integers)");
-    ids.push_back(static_cast<uint32_t>(v));
-  }
-  if (ids.empty()) fail("--tokens: no token ids given");
-  return ids;
-}
-
 int run(const LogitsArgs& a) {
-  std::vector<uint32_t> ids = parse_token_list(a.tokens);
+  std::vector<uint32_t> ids = parse_token_list(a.tokens, "--tokens");
   auto m = load_model(a.model);
-  for (uint32_t id : ids)
-    if (id >= m->config.vocab_size)
-      fail("--tokens: id ", id, " is outside the vocabulary of ", m->config.vocab_size);
+  check_token_ids(ids, m->config.vocab_size, "--tokens");
   K3Session session(m->config);
   // --step N runs the positions N at a time (1 = token-by-token decode): the
   // logits must not change by a bit (design.md §5).

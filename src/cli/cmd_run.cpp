@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/token_list.h"
 #include "engine/generate.h"
 #include "cli/model_options.h"
 #include "engine/run_stats.h"
@@ -23,13 +24,16 @@ extern "C" void on_sigint(int) { g_interrupted.store(true); }
 
 struct RunArgs {
   ModelArgs model;
-  std::string prompt, effort = "max", stats_json;
+  std::string prompt, prompt_ids, effort = "max", stats_json;
   bool chat = false, no_thinking = false, stats = false, ignore_eos = false;
   int64_t max_new = 128;
   int64_t prefill_chunk = kDefaultPrefillChunk;
 };
 
 std::vector<uint32_t> encode_prompt(const Tokenizer& tok, const RunArgs& a) {
+  if (a.prompt.empty() && a.prompt_ids.empty()) fail("give --prompt TEXT or --prompt-ids 1,2,3");
+  if (!a.prompt_ids.empty() && a.chat) fail("--prompt-ids is a raw prompt: it cannot be combined with --chat");
+  if (!a.prompt_ids.empty()) return parse_token_list(a.prompt_ids, "--prompt-ids");
   if (!a.chat) return tok.encode_ordinary(a.prompt);  // raw mode: no BOS, ever (§7.8)
   ChatOptions o;
   o.thinking = !a.no_thinking;
@@ -55,12 +59,14 @@ void print_stats(const GenerateStats& st, double load_s) {
 }
 
 int run(const RunArgs& a) {
+  if (a.prompt.empty() && a.prompt_ids.empty()) fail("give --prompt TEXT or --prompt-ids 1,2,3");
   auto m = load_model(a.model);
   if (a.stats || m->spine_format != "bf16") std::fprintf(stderr, "%s\n", m->describe().c_str());
   if (m->stream) std::fprintf(stderr, "%s\n", m->memory.describe().c_str());
   if (m->stream && !m->stream->reader().engine_note().empty())
     std::fprintf(stderr, "note: %s\n", m->stream->reader().engine_note().c_str());
   std::vector<uint32_t> prompt = encode_prompt(*m->tokenizer, a);
+  check_token_ids(prompt, m->config.vocab_size, "--prompt-ids");
   K3Session session(m->config);
   GenerateParams p;
   p.max_new = a.max_new;
@@ -106,7 +112,9 @@ Command add_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   CLI::App* sub = app.add_subcommand("run", "Generate text (greedy) from a prompt");
   add_model_options(sub, a->model);
-  sub->add_option("--prompt", a->prompt, "The prompt (raw text, or the user message with --chat)")->required();
+  auto* text = sub->add_option("--prompt", a->prompt, "The prompt (raw text, or the user message with --chat)");
+  auto* ids = sub->add_option("--prompt-ids", a->prompt_ids, "The prompt as comma-separated token ids (raw, for benchmarks)");
+  text->excludes(ids);
   sub->add_flag("--chat", a->chat, "Render the prompt as a user message with the K3 chat template");
   sub->add_option("--reasoning-effort", a->effort, "Chat: thinking effort")
       ->check(CLI::IsMember({"low", "high", "max"}))
