@@ -11,10 +11,34 @@
 // Text outside both blocks (between them, after close(message)) goes to
 // content. Each channel decodes UTF-8 incrementally (StreamDecoder).
 //
+// Tags: <|open|> or <|close|> starts one; it and the tokens after it are
+// held back until <|sep|>, and the decoded tokens between are the tag name.
+// Structural (hidden): open(think) -> reasoning; open(response),
+// close(think), close(response), close(message) -> content, whatever the
+// current channel. Anything else is shown verbatim (the spelling of every
+// held token, through the current channel's decoder): an unknown name such
+// as open(tools) or one with attributes, a held run that meets another
+// special token (shown at once, with it), a held run of more than 64 tokens
+// without <|sep|>, or one cut by a new <|open|>/<|close|> (which then starts
+// the next tag). Outside a tag, a stray <|sep|> or any other special token
+// is shown as its spelling. So for ids without structural tags, the text a
+// channel receives equals Tokenizer::decode of the ids it consumed.
+// Switching channels flushes the old channel's decoder, so a UTF-8 fragment
+// left dangling there becomes U+FFFD. A delta never has text in both
+// channels (a switch releases only the old channel's bytes), so the order of
+// the two fields does not matter.
+// reasoning_tokens counts each token consumed while the channel is
+// reasoning, before any switch it causes: the three tokens of close(think)
+// count, the tokens of open(think) written from content do not.
+//
 // StopMatcher: OpenAI `stop` strings. Text is held back while it could still
 // be the start of a stop string; when one completes, the text before it is
 // released, the stop string and everything after it are dropped, and
-// stopped() turns true.
+// stopped() turns true. Held back: the longest suffix of the text so far
+// that is a proper prefix of some stop string. Of several stops the earliest
+// occurrence wins. With no stop strings push() returns its input unchanged;
+// empty stop strings are ignored. Text and stops are UTF-8, so every cut
+// falls on a character boundary.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +76,8 @@ private:
   enum class Channel { Reasoning, Content };
   void emit(uint32_t id, OutputDelta& out);
   void finish_tag(OutputDelta& out);
+  void show_tag(OutputDelta& out);  // the held tag tokens as text, in the current channel
+  void switch_to(Channel channel, OutputDelta& out);
 
   const Tokenizer* tok_;
   Channel channel_;

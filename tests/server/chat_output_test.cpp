@@ -1,0 +1,377 @@
+// ChatOutputParser on real K3-layout token ids (a hand-built vocabulary with
+// K3's reserved tokens, turns encoded with encode_with_specials), and
+// StopMatcher, all against hand-computed expectations.
+#include "server/api/chat_output.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "format/tokenizer_config.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deltafin::api {
+namespace {
+
+using Ids = std::vector<uint32_t>;
+
+const std::string kFffd = "\xef\xbf\xbd";
+
+// Ranks 0..255 are the single bytes, then 256 "think", 257 "response",
+// 258 "message", 259 "Let", 260 " me", 261 " think", 262 "The",
+// 263 " answer". Reserved ids from 264 (k3_special_tokens): [BOS] 264,
+// [EOS] 265, <|end_of_msg|> 266, <|open|> 267, <|close|> 268, <|sep|> 269.
+constexpr uint32_t kBos = 264, kEos = 265, kOpen = 267, kClose = 268, kSep = 269;
+
+const Tokenizer& tok() {
+  static const Tokenizer t = [] {
+    std::vector<std::string> ranks;
+    for (int b = 0; b < 256; ++b) ranks.emplace_back(1, static_cast<char>(b));
+    for (const char* w : {"think", "response", "message", "Let", " me", " think", "The", " answer"})
+      ranks.push_back(w);
+    return Tokenizer::from_parts(ranks, k3_special_tokens(264));
+  }();
+  return t;
+}
+
+struct Result {
+  std::string reasoning, content;
+  int64_t reasoning_tokens = 0;
+};
+
+// Feeds `ids` one at a time, then flushes. Every delta must carry text in at
+// most one channel.
+Result feed(const Ids& ids, bool thinking) {
+  ChatOutputParser p(tok(), thinking);
+  Result r;
+  auto add = [&](const OutputDelta& d) {
+    EXPECT_TRUE(d.reasoning.empty() || d.content.empty()) << d.reasoning << " | " << d.content;
+    r.reasoning += d.reasoning;
+    r.content += d.content;
+  };
+  for (uint32_t id : ids) add(p.push(id));
+  add(p.flush());
+  r.reasoning_tokens = p.reasoning_tokens();
+  return r;
+}
+
+Ids cat(Ids a, const Ids& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// ---- ChatOutputParser -------------------------------------------------------
+
+TEST(ChatOutputParser, TestTokenizerHasTheK3Layout) {
+  EXPECT_EQ(tok().special_id("<|open|>"), kOpen);
+  EXPECT_EQ(tok().special_id("<|close|>"), kClose);
+  EXPECT_EQ(tok().special_id("<|sep|>"), kSep);
+  EXPECT_EQ(tok().eos_id(), 266u);
+  EXPECT_EQ(tok().token_bytes(kBos), "[BOS]");
+  EXPECT_EQ(tok().token_bytes(kEos), "[EOS]");
+}
+
+TEST(ChatOutputParser, FullThinkingTurn) {
+  const Ids ids = tok().encode_with_specials(
+      "Let me think.<|close|>think<|sep|><|open|>response<|sep|>The answer."
+      "<|close|>response<|sep|><|close|>message<|sep|>");
+  // "Let" " me" " think" "." | close think sep | open response sep |
+  // "The" " answer" "." | close response sep | close message sep.
+  ASSERT_EQ(ids, (Ids{259, 260, 261, '.', kClose, 256, kSep, kOpen, 257, kSep, 262, 263, '.', kClose, 257, kSep,
+                      kClose, 258, kSep}));
+  Result r = feed(ids, /*thinking=*/true);
+  EXPECT_EQ(r.reasoning, "Let me think.");
+  EXPECT_EQ(r.content, "The answer.");
+  // The four reasoning tokens and the three of close(think).
+  EXPECT_EQ(r.reasoning_tokens, 7);
+}
+
+TEST(ChatOutputParser, StreamsTextAsSoonAsItIsKnown) {
+  ChatOutputParser p(tok(), true);
+  EXPECT_EQ(p.push(259).reasoning, "Let");
+  EXPECT_TRUE(p.push(kClose).empty());  // a tag is held back...
+  EXPECT_TRUE(p.push(256).empty());
+  EXPECT_TRUE(p.push(kSep).empty());    // ...and close(think) is not shown
+  EXPECT_TRUE(p.push(kOpen).empty());
+  EXPECT_TRUE(p.push(257).empty());
+  EXPECT_TRUE(p.push(kSep).empty());
+  OutputDelta d = p.push(262);
+  EXPECT_EQ(d.content, "The");
+  EXPECT_EQ(d.reasoning, "");
+  EXPECT_TRUE(p.flush().empty());
+  EXPECT_EQ(p.reasoning_tokens(), 4);
+}
+
+TEST(ChatOutputParser, NonThinkingTurnStartsInContent) {
+  // The prompt ended with open(response): generation starts at the answer.
+  const Ids ids =
+      tok().encode_with_specials("The answer.<|close|>response<|sep|><|close|>message<|sep|>");
+  ASSERT_EQ(ids, (Ids{262, 263, '.', kClose, 257, kSep, kClose, 258, kSep}));
+  Result r = feed(ids, /*thinking=*/false);
+  EXPECT_EQ(r.reasoning, "");
+  EXPECT_EQ(r.content, "The answer.");
+  EXPECT_EQ(r.reasoning_tokens, 0);
+}
+
+TEST(ChatOutputParser, TextOutsideBothBlocksGoesToContent) {
+  const Ids ids = tok().encode_with_specials(
+      "Let<|close|>think<|sep|> between <|open|>response<|sep|>The<|close|>response<|sep|> after"
+      "<|close|>message<|sep|> tail");
+  Result r = feed(ids, true);
+  EXPECT_EQ(r.reasoning, "Let");
+  EXPECT_EQ(r.content, " between The after tail");
+  EXPECT_EQ(r.reasoning_tokens, 1 + 3);
+}
+
+TEST(ChatOutputParser, SpelledControlTokensInOrdinaryTextStayText) {
+  const std::string text = "Use <|close|>response<|sep|> or <|close|>think<|sep|> here";
+  const Ids ids = tok().encode_ordinary(text);
+  for (uint32_t id : ids) ASSERT_FALSE(tok().is_special(id));
+  Result content = feed(ids, false);
+  EXPECT_EQ(content.content, text);
+  EXPECT_EQ(content.reasoning, "");
+  Result reasoning = feed(ids, true);
+  EXPECT_EQ(reasoning.reasoning, text);
+  EXPECT_EQ(reasoning.content, "");
+  EXPECT_EQ(reasoning.reasoning_tokens, static_cast<int64_t>(ids.size()));
+}
+
+TEST(ChatOutputParser, UnknownTagsAreShownVerbatim) {
+  const std::string text =
+      "Calling.<|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|>{}<|close|>call<|sep|><|close|>tools<|sep|>";
+  const Ids ids = tok().encode_with_specials(text);
+  Result r = feed(ids, false);
+  EXPECT_EQ(r.content, text);
+  EXPECT_EQ(r.reasoning, "");
+
+  // Held until <|sep|> shows it is not structural.
+  ChatOutputParser p(tok(), false);
+  EXPECT_TRUE(p.push(kOpen).empty());
+  for (char c : std::string("tools")) EXPECT_TRUE(p.push(static_cast<uint8_t>(c)).empty());
+  EXPECT_EQ(p.push(kSep).content, "<|open|>tools<|sep|>");
+}
+
+TEST(ChatOutputParser, TagWithAttributesOnAStructuralNameIsShown) {
+  const std::string text = "<|open|>response x=\"1\"<|sep|>";
+  Result r = feed(tok().encode_with_specials(text), true);
+  EXPECT_EQ(r.reasoning, text);
+  EXPECT_EQ(r.content, "");
+}
+
+TEST(ChatOutputParser, TagCutByANewTagIsShownAndTheNewOneParsed) {
+  // "<|open|>foo" never reaches <|sep|>; the next <|open|> starts open(response).
+  Result r = feed(tok().encode_with_specials("a<|open|>foo<|open|>response<|sep|>b"), true);
+  EXPECT_EQ(r.reasoning, "a<|open|>foo");
+  EXPECT_EQ(r.content, "b");
+  // a, open, f, o, o, and the three of open(response) were read in reasoning.
+  EXPECT_EQ(r.reasoning_tokens, 8);
+
+  Result c = feed(tok().encode_with_specials("<|close|><|close|>think<|sep|>x"), true);
+  EXPECT_EQ(c.reasoning, "<|close|>");
+  EXPECT_EQ(c.content, "x");
+}
+
+TEST(ChatOutputParser, TagMeetingAnotherSpecialIsReleasedAtOnce) {
+  ChatOutputParser p(tok(), false);
+  EXPECT_TRUE(p.push(kClose).empty());
+  EXPECT_TRUE(p.push('t').empty());
+  EXPECT_EQ(p.push(kEos).content, "<|close|>t[EOS]");
+  EXPECT_EQ(p.push('x').content, "x");
+  EXPECT_EQ(p.push(kSep).content, "<|sep|>");  // stray <|sep|> outside a tag
+  EXPECT_TRUE(p.flush().empty());
+}
+
+TEST(ChatOutputParser, OtherSpecialsAndStraySepAreSpelled) {
+  Result r = feed({'a', kSep, 'b', kBos, kEos, 'c'}, true);
+  EXPECT_EQ(r.reasoning, "a<|sep|>b[BOS][EOS]c");
+  EXPECT_EQ(r.content, "");
+}
+
+TEST(ChatOutputParser, OverlongTagIsShown) {
+  ChatOutputParser p(tok(), false);
+  EXPECT_TRUE(p.push(kOpen).empty());
+  for (int i = 0; i < 64; ++i) ASSERT_TRUE(p.push('a').empty()) << i;
+  // The 65th token after <|open|> exceeds the limit.
+  EXPECT_EQ(p.push('a').content, "<|open|>" + std::string(65, 'a'));
+  EXPECT_EQ(p.push(kSep).content, "<|sep|>");
+}
+
+TEST(ChatOutputParser, SplitUtf8CharacterComesOutWhole) {
+  const Ids e = tok().encode_ordinary("\xc3\xa9");  // é
+  ASSERT_EQ(e, (Ids{0xc3, 0xa9}));
+  ChatOutputParser p(tok(), false);
+  EXPECT_TRUE(p.push(0xc3).empty());
+  EXPECT_EQ(p.push(0xa9).content, "\xc3\xa9");
+
+  Result r = feed(tok().encode_ordinary("caf\xc3\xa9 \xc3\xa9t\xc3\xa9"), true);
+  EXPECT_EQ(r.reasoning, "caf\xc3\xa9 \xc3\xa9t\xc3\xa9");
+}
+
+TEST(ChatOutputParser, SplitUtf8CharacterInsideAShownTag) {
+  // <|open|> é <|sep|> with é as two byte tokens: shown whole.
+  Result r = feed({kOpen, 0xc3, 0xa9, kSep}, false);
+  EXPECT_EQ(r.content, "<|open|>\xc3\xa9<|sep|>");
+}
+
+TEST(ChatOutputParser, FragmentDanglingAtAChannelSwitchBecomesReplacement) {
+  // C3 in reasoning, then close(think): the reasoning decoder is flushed.
+  // A9 alone in content can never be completed either.
+  ChatOutputParser p(tok(), true);
+  EXPECT_TRUE(p.push(0xc3).empty());
+  EXPECT_TRUE(p.push(kClose).empty());
+  EXPECT_TRUE(p.push(256).empty());
+  OutputDelta d = p.push(kSep);
+  EXPECT_EQ(d.reasoning, kFffd);
+  EXPECT_EQ(d.content, "");
+  EXPECT_EQ(p.push(0xa9).content, kFffd);
+}
+
+TEST(ChatOutputParser, FlushShowsAnUnfinishedTagAndFragments) {
+  ChatOutputParser p(tok(), false);
+  EXPECT_EQ(p.push('x').content, "x");
+  EXPECT_TRUE(p.push(kClose).empty());
+  EXPECT_TRUE(p.push('t').empty());
+  EXPECT_TRUE(p.push(0xc3).empty());
+  OutputDelta d = p.flush();
+  EXPECT_EQ(d.content, "<|close|>t" + kFffd);
+  EXPECT_EQ(d.reasoning, "");
+  EXPECT_TRUE(p.flush().empty());
+
+  ChatOutputParser q(tok(), true);
+  EXPECT_TRUE(q.push(0xe2).empty());  // first byte of €
+  EXPECT_TRUE(q.push(0x82).empty());
+  EXPECT_EQ(q.flush().reasoning, kFffd);
+}
+
+TEST(ChatOutputParser, ThinkBlockOpenedFromContent) {
+  // open(think) is read in content (not counted); "b" and close(think) are.
+  Result r = feed(tok().encode_with_specials("a<|open|>think<|sep|>b<|close|>think<|sep|>c"), false);
+  EXPECT_EQ(r.content, "ac");
+  EXPECT_EQ(r.reasoning, "b");
+  EXPECT_EQ(r.reasoning_tokens, 1 + 3);
+}
+
+TEST(ChatOutputParser, WithoutStructuralTagsAChannelGetsTheWholeDecode) {
+  // Random ids: bytes other than lowercase letters (so no tag can be named
+  // think/response/message), the merged tokens that are no structural name,
+  // and specials including <|open|>, <|close|>, <|sep|>. Invalid UTF-8 and
+  // unfinished tags included.
+  std::vector<uint32_t> pool;
+  for (uint32_t b = 0; b < 256; ++b)
+    if (b < 'a' || b > 'z') pool.push_back(b);
+  for (uint32_t id = 259; id <= 263; ++id) pool.push_back(id);
+  for (uint32_t id : {kBos, kEos, kOpen, kClose, kSep, kOpen, kClose, kSep, 300u, 519u}) pool.push_back(id);
+  std::mt19937 rng(12345);
+  for (int trial = 0; trial < 300; ++trial) {
+    Ids ids(rng() % 40);
+    for (uint32_t& id : ids) id = pool[rng() % pool.size()];
+    if (trial % 3 == 0) ids = cat(ids, {0xc3});  // a dangling fragment at the end
+    const std::string expected = tok().decode(ids);
+    Result reasoning = feed(ids, true);
+    ASSERT_EQ(reasoning.reasoning, expected) << "trial " << trial;
+    ASSERT_EQ(reasoning.content, "");
+    ASSERT_EQ(reasoning.reasoning_tokens, static_cast<int64_t>(ids.size()));
+    Result content = feed(ids, false);
+    ASSERT_EQ(content.content, expected) << "trial " << trial;
+    ASSERT_EQ(content.reasoning, "");
+    ASSERT_EQ(content.reasoning_tokens, 0);
+  }
+}
+
+// ---- StopMatcher ------------------------------------------------------------
+
+TEST(StopMatcher, NoStopsPassesThrough) {
+  StopMatcher m({});
+  EXPECT_EQ(m.push("a<b"), "a<b");
+  EXPECT_EQ(m.push(""), "");
+  EXPECT_EQ(m.push("end"), "end");
+  EXPECT_EQ(m.flush(), "");
+  EXPECT_FALSE(m.stopped());
+}
+
+TEST(StopMatcher, StopInsideOnePushDropsTheRest) {
+  StopMatcher m({"END"});
+  EXPECT_EQ(m.push("abcENDxyz"), "abc");
+  EXPECT_TRUE(m.stopped());
+  EXPECT_EQ(m.push("more"), "");
+  EXPECT_EQ(m.flush(), "");
+}
+
+TEST(StopMatcher, StopSplitAcrossPushes) {
+  StopMatcher m({"bc"});
+  EXPECT_EQ(m.push("ab"), "a");  // "b" may begin "bc"
+  EXPECT_FALSE(m.stopped());
+  EXPECT_EQ(m.push("c"), "");
+  EXPECT_TRUE(m.stopped());
+  EXPECT_EQ(m.push("d"), "");
+}
+
+TEST(StopMatcher, StopSpreadOverManyPushes) {
+  StopMatcher m({"STOP"});
+  EXPECT_EQ(m.push("xS"), "x");
+  EXPECT_EQ(m.push("T"), "");
+  EXPECT_EQ(m.push("O"), "");
+  EXPECT_EQ(m.push("Py"), "");
+  EXPECT_TRUE(m.stopped());
+}
+
+TEST(StopMatcher, PartialPrefixThenMismatchIsReleased) {
+  StopMatcher m({"bcd"});
+  EXPECT_EQ(m.push("ab"), "a");
+  EXPECT_EQ(m.push("c"), "");     // "bc" still a prefix
+  EXPECT_EQ(m.push("x"), "bcx");  // "bcx" is not
+  EXPECT_FALSE(m.stopped());
+  // A mismatch that itself starts a new prefix keeps only that.
+  EXPECT_EQ(m.push("bcb"), "bc");
+  EXPECT_EQ(m.push("cd!"), "");  // the held "b" began the stop
+  EXPECT_TRUE(m.stopped());
+}
+
+TEST(StopMatcher, EarliestStopWins) {
+  // "lo w" starts at 3, "o" at 4: the earlier one wins whatever the order.
+  StopMatcher a({"o", "lo w"});
+  EXPECT_EQ(a.push("hello world"), "hel");
+  StopMatcher b({"lo w", "o"});
+  EXPECT_EQ(b.push("hello world"), "hel");
+  // Across pushes: "ab" is held as a prefix of "abc"; "bd" completes first.
+  StopMatcher c({"abc", "bd"});
+  EXPECT_EQ(c.push("xab"), "x");
+  EXPECT_EQ(c.push("d"), "a");
+  EXPECT_TRUE(c.stopped());
+}
+
+TEST(StopMatcher, LongestHeldPrefixOverAllStops) {
+  StopMatcher m({"xyz", "zab"});
+  // "za" is a prefix of "zab", longer than any suffix matching "xyz".
+  EXPECT_EQ(m.push("qqza"), "qq");
+  EXPECT_EQ(m.flush(), "za");
+}
+
+TEST(StopMatcher, StopAtTheVeryStart) {
+  StopMatcher m({"Hi"});
+  EXPECT_EQ(m.push("Hi there"), "");
+  EXPECT_TRUE(m.stopped());
+  EXPECT_EQ(m.flush(), "");
+}
+
+TEST(StopMatcher, FlushReturnsHeldText) {
+  StopMatcher m({"STOP"});
+  EXPECT_EQ(m.push("abcST"), "abc");
+  EXPECT_EQ(m.flush(), "ST");
+  EXPECT_EQ(m.flush(), "");
+  EXPECT_FALSE(m.stopped());
+}
+
+TEST(StopMatcher, MultiByteStopCutsOnCharacterBoundaries) {
+  StopMatcher m({"\xc3\xa9!"});                  // "é!"
+  EXPECT_EQ(m.push("caf\xc3\xa9"), "caf");       // "é" held whole
+  EXPECT_EQ(m.push(" ok"), "\xc3\xa9 ok");
+  EXPECT_EQ(m.push("\xc3\xa9!"), "");
+  EXPECT_TRUE(m.stopped());
+}
+
+}  // namespace
+}  // namespace deltafin::api
