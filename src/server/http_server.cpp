@@ -63,6 +63,7 @@ ApiServer::ApiServer(GenerationService& service, ServerOptions options)
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_payload_max_length(o_.max_request_bytes);
   http_->set_keep_alive_timeout(5);
+  http_->set_tcp_nodelay(true);  // no Nagle: small responses and SSE events go out at once, not after a delayed ACK
   routes();
 }
 

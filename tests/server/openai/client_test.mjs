@@ -1,0 +1,378 @@
+// End-to-end check of `deltafin serve` through the official `openai` npm
+// package: the SDK's own request building, SSE parsing and error classes
+// against our server. openai_client_test.cpp makes a tiny model, starts the
+// server, copies this file next to an install of the package and runs it:
+//
+//   DELTAFIN_TEST_BASE_URL=http://127.0.0.1:PORT   the server (without /v1)
+//   DELTAFIN_TEST_API_KEY=KEY                      its --api-key
+//   DELTAFIN_TEST_MODEL=NAME                       the served model id
+//   DELTAFIN_TEST_MODEL_DIR=DIR                    the checkpoint (for the CLI expectations)
+//   DELTAFIN_TEST_BINARY=PATH                      the deltafin executable
+//   DELTAFIN_TEST_MAX_TOKENS=N                     the server's --max-tokens
+//   node client_test.mjs
+//
+// The expected texts and token counts come from the CLI (`deltafin run`,
+// `deltafin tokenize`), not from the server. Every check runs even when an
+// earlier one failed; the exit status is 1 when any failed.
+import OpenAI from "openai";
+import { VERSION } from "openai/version";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+
+function env(name) {
+  const value = process.env[name];
+  if (!value) {
+    console.error(`client_test.mjs: set ${name} (see the header of this file)`);
+    process.exit(2);
+  }
+  return value;
+}
+
+const baseURL = env("DELTAFIN_TEST_BASE_URL");
+const apiKey = env("DELTAFIN_TEST_API_KEY");
+const model = env("DELTAFIN_TEST_MODEL");
+const modelDir = env("DELTAFIN_TEST_MODEL_DIR");
+const binary = env("DELTAFIN_TEST_BINARY");
+const maxTokensCeiling = Number.parseInt(env("DELTAFIN_TEST_MAX_TOKENS"), 10);
+
+// No retries: a retried request would hide a failure (and make 4xx/5xx slow).
+const clientOptions = { baseURL: baseURL + "/v1", maxRetries: 0, timeout: 60_000 };
+const client = new OpenAI({ ...clientOptions, apiKey });
+console.log(`openai ${VERSION} against ${baseURL}, model "${model}"`);
+
+// ---------------------------------------------------------------------------
+// Independent expectations, from the CLI.
+
+function deltafin(...args) {
+  return execFileSync(binary, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 120_000 });
+}
+
+const PROMPT = "The capital of France is";
+const PROMPT_MAX = 8;
+const CHAT_MESSAGES = [{ role: "user", content: "Hello! What is the capital of France?" }];
+const CHAT_MAX = 16;
+
+// `deltafin run` prints the generated text and then one newline.
+const runOutput = deltafin("run", "--model", modelDir, "--prompt", PROMPT, "--max-new", String(PROMPT_MAX));
+assert.ok(runOutput.endsWith("\n"), "deltafin run output does not end with a newline: " + JSON.stringify(runOutput));
+const expectedText = runOutput.slice(0, -1);
+const promptIds = JSON.parse(deltafin("tokenize", "--model", modelDir, "--text", PROMPT, "--json"));
+const chatPromptIds = JSON.parse(
+  deltafin("tokenize", "--model", modelDir, "--chat", "--text", CHAT_MESSAGES[0].content, "--json"),
+);
+console.log(`expected (deltafin run): ${JSON.stringify(expectedText)}; prompt ${promptIds.length} tokens, ` +
+            `chat prompt ${chatPromptIds.length} tokens`);
+
+// ---------------------------------------------------------------------------
+// A tiny runner: each check is reported, failures do not stop the others.
+
+const failures = [];
+async function check(name, fn) {
+  const start = Date.now();
+  try {
+    await fn();
+    console.log(`ok   ${name} (${Date.now() - start} ms)`);
+  } catch (e) {
+    failures.push(name);
+    const detail = String(e?.stack ?? e).split("\n").map((l) => "     " + l).join("\n");
+    console.log(`FAIL ${name} (${Date.now() - start} ms)\n${detail}`);
+  }
+}
+
+async function collect(stream) {
+  const chunks = [];
+  for await (const chunk of stream) chunks.push(chunk);
+  return chunks;
+}
+
+// Expects the call to throw the SDK's error class `cls` with this status (and
+// param/code when given), and the message to name `mentions` (default: param).
+async function expectApiError(call, { cls, status, param, code, mentions }) {
+  let err = null;
+  try {
+    const result = await call();
+    if (result && typeof result[Symbol.asyncIterator] === "function") await collect(result);
+  } catch (e) {
+    err = e;
+  }
+  assert.ok(err, `expected ${cls.name} (${status}), but the request succeeded`);
+  assert.ok(err instanceof cls, `expected ${cls.name}, got ${err?.constructor?.name}: ${err?.message}`);
+  assert.equal(err.status, status, err.message);
+  assert.equal(typeof err.error, "object", "the error body has no `error` object");
+  assert.equal(typeof err.error.message, "string");
+  if (param !== undefined) assert.equal(err.param, param, err.message);
+  if (code !== undefined) assert.equal(err.code, code, err.message);
+  const named = mentions ?? param;
+  if (named) assert.ok(err.message.includes(named), `the message does not name "${named}": ${err.message}`);
+  return err;
+}
+
+function assertUsageAdds(usage) {
+  assert.ok(usage, "no usage");
+  assert.equal(usage.total_tokens, usage.prompt_tokens + usage.completion_tokens, JSON.stringify(usage));
+}
+
+// A stop string from the middle of `text`: 2-3 characters starting at a
+// character that occurs once (so its first occurrence is known), without
+// U+FFFD, with text on both sides.
+function pickStop(text) {
+  const cps = Array.from(text);
+  const count = new Map();
+  for (const c of cps) count.set(c, (count.get(c) ?? 0) + 1);
+  const candidates = [];
+  for (let i = 1; i < cps.length; ++i) {
+    if (count.get(cps[i]) !== 1) continue;
+    for (const len of [3, 2]) {
+      if (i + len >= cps.length) continue;
+      const piece = cps.slice(i, i + len);
+      if (piece.includes("\uFFFD")) continue;
+      candidates.push({ at: i, stop: piece.join(""), before: cps.slice(0, i).join("") });
+      break;
+    }
+  }
+  candidates.sort((a, b) => Math.abs(a.at - cps.length / 2) - Math.abs(b.at - cps.length / 2));
+  return candidates[0] ?? null;
+}
+
+// ---------------------------------------------------------------------------
+// Models.
+
+await check("models.list() holds exactly the served model", async () => {
+  const page = await client.models.list();
+  assert.deepEqual(page.data.map((m) => m.id), [model]);
+  assert.equal(page.data[0].object, "model");
+  const seen = [];
+  for await (const m of client.models.list()) seen.push(m.id);  // the SDK's auto-pagination
+  assert.deepEqual(seen, [model]);
+});
+
+await check("models.retrieve(): the model, and NotFoundError for another", async () => {
+  assert.equal((await client.models.retrieve(model)).id, model);
+  await expectApiError(() => client.models.retrieve("no-such-model"), {
+    cls: OpenAI.NotFoundError, status: 404, code: "model_not_found", mentions: "no-such-model",
+  });
+});
+
+// ---------------------------------------------------------------------------
+// Text completions.
+
+let completion = null;  // the non-streaming completion of PROMPT
+await check("completions.create: text equals `deltafin run`, usage from `deltafin tokenize`", async () => {
+  const r = await client.completions.create({ model, prompt: PROMPT, max_tokens: PROMPT_MAX });
+  completion = r;
+  assert.equal(r.object, "text_completion");
+  assert.equal(r.model, model);
+  assert.equal(r.choices.length, 1);
+  const choice = r.choices[0];
+  assert.equal(choice.index, 0);
+  assert.equal(choice.text, expectedText);
+  assertUsageAdds(r.usage);
+  assert.equal(r.usage.prompt_tokens, promptIds.length);
+  assert.ok(r.usage.completion_tokens >= 1 && r.usage.completion_tokens <= PROMPT_MAX, JSON.stringify(r.usage));
+  assert.equal(choice.finish_reason, r.usage.completion_tokens === PROMPT_MAX ? "length" : "stop");
+});
+
+await check("completions.create stream + include_usage: same text, one finish, usage chunk last", async () => {
+  assert.ok(completion, "needs the non-streaming completion");
+  const chunks = await collect(await client.completions.create({
+    model, prompt: PROMPT, max_tokens: PROMPT_MAX, stream: true, stream_options: { include_usage: true },
+  }));
+  assert.ok(chunks.length >= 2, `only ${chunks.length} chunks`);
+  const ids = new Set(chunks.map((c) => c.id));
+  assert.equal(ids.size, 1, "chunks carry different ids: " + [...ids].join(", "));
+  for (const c of chunks) assert.equal(c.model, model);
+  const choices = chunks.flatMap((c) => c.choices);
+  assert.equal(choices.map((c) => c.text).join(""), completion.choices[0].text);
+  const finishes = choices.filter((c) => c.finish_reason != null);
+  assert.equal(finishes.length, 1, "finish_reason values: " + JSON.stringify(choices.map((c) => c.finish_reason)));
+  assert.equal(finishes[0].finish_reason, completion.choices[0].finish_reason);
+  const last = chunks.at(-1);
+  assert.deepEqual(last.choices, []);
+  assertUsageAdds(last.usage);
+  assert.equal(last.usage.prompt_tokens, completion.usage.prompt_tokens);
+  assert.equal(last.usage.completion_tokens, completion.usage.completion_tokens);
+  for (const c of chunks.slice(0, -1)) assert.ok(c.usage == null, "usage before the last chunk: " + JSON.stringify(c));
+});
+
+await check("completions.create with the prompt as token ids gives the same text", async () => {
+  const r = await client.completions.create({ model, prompt: promptIds, max_tokens: PROMPT_MAX });
+  assert.equal(r.choices[0].text, expectedText);
+  assert.equal(r.usage.prompt_tokens, promptIds.length);
+  assert.equal(r.choices[0].finish_reason, completion?.choices[0].finish_reason ?? r.choices[0].finish_reason);
+});
+
+await check("completions.create with stop: text before the stop string, finish_reason stop", async () => {
+  assert.ok(completion, "needs the non-streaming completion");
+  const text = completion.choices[0].text;
+  const pick = pickStop(text);
+  assert.ok(pick, "no usable stop string in " + JSON.stringify(text));
+  console.log(`     stop ${JSON.stringify(pick.stop)} in ${JSON.stringify(text)} -> ${JSON.stringify(pick.before)}`);
+
+  const r = await client.completions.create({ model, prompt: PROMPT, max_tokens: PROMPT_MAX, stop: [pick.stop] });
+  assert.equal(r.choices[0].text, pick.before);
+  assert.ok(!r.choices[0].text.includes(pick.stop));
+  assert.equal(r.choices[0].finish_reason, "stop");
+  assertUsageAdds(r.usage);
+  assert.ok(r.usage.completion_tokens <= completion.usage.completion_tokens, JSON.stringify(r.usage));
+
+  const chunks = await collect(await client.completions.create({
+    model, prompt: PROMPT, max_tokens: PROMPT_MAX, stop: [pick.stop], stream: true,
+    stream_options: { include_usage: true },
+  }));
+  const choices = chunks.flatMap((c) => c.choices);
+  assert.equal(choices.map((c) => c.text).join(""), pick.before);
+  const finishes = choices.filter((c) => c.finish_reason != null).map((c) => c.finish_reason);
+  assert.deepEqual(finishes, ["stop"]);
+  assert.equal(chunks.at(-1).usage?.completion_tokens, r.usage.completion_tokens);
+});
+
+// ---------------------------------------------------------------------------
+// Chat completions.
+
+let chat = null;  // the non-streaming chat completion
+await check("chat.completions.create: assistant message, content and reasoning_content, usage", async () => {
+  const r = await client.chat.completions.create({ model, messages: CHAT_MESSAGES, max_tokens: CHAT_MAX });
+  chat = r;
+  assert.equal(r.object, "chat.completion");
+  assert.equal(r.model, model);
+  assert.equal(r.choices.length, 1);
+  const { message, finish_reason } = r.choices[0];
+  console.log(`     reasoning ${JSON.stringify(message.reasoning_content)}, content ${JSON.stringify(message.content)}, ` +
+              `finish ${finish_reason}, usage ${JSON.stringify(r.usage)}`);
+  assert.equal(message.role, "assistant");
+  assert.equal(typeof message.content, "string");
+  if (message.reasoning_content !== undefined) assert.equal(typeof message.reasoning_content, "string");
+  assertUsageAdds(r.usage);
+  assert.equal(r.usage.prompt_tokens, chatPromptIds.length, "prompt_tokens vs `deltafin tokenize --chat`");
+  assert.ok(r.usage.completion_tokens >= 1 && r.usage.completion_tokens <= CHAT_MAX, JSON.stringify(r.usage));
+  const reasoningTokens = r.usage.completion_tokens_details?.reasoning_tokens;
+  assert.equal(typeof reasoningTokens, "number", JSON.stringify(r.usage));
+  assert.ok(reasoningTokens >= 0 && reasoningTokens <= r.usage.completion_tokens, JSON.stringify(r.usage));
+  assert.ok(["length", "stop"].includes(finish_reason), finish_reason);
+  if (finish_reason === "length") assert.equal(r.usage.completion_tokens, CHAT_MAX);
+});
+
+await check("chat.completions.create stream: role first, deltas add up to the non-streaming message", async () => {
+  assert.ok(chat, "needs the non-streaming chat completion");
+  const chunks = await collect(await client.chat.completions.create({
+    model, messages: CHAT_MESSAGES, max_tokens: CHAT_MAX, stream: true, stream_options: { include_usage: true },
+  }));
+  assert.ok(chunks.length >= 2, `only ${chunks.length} chunks`);
+  for (const c of chunks) assert.equal(c.object, "chat.completion.chunk");
+  assert.equal(new Set(chunks.map((c) => c.id)).size, 1);
+  assert.equal(chunks[0].choices[0]?.delta?.role, "assistant", JSON.stringify(chunks[0]));
+  const choices = chunks.flatMap((c) => c.choices);
+  const content = choices.map((c) => c.delta?.content ?? "").join("");
+  const reasoning = choices.map((c) => c.delta?.reasoning_content ?? "").join("");
+  const message = chat.choices[0].message;
+  assert.equal(content, message.content);
+  assert.equal(reasoning, message.reasoning_content ?? "");
+  const finishes = choices.filter((c) => c.finish_reason != null).map((c) => c.finish_reason);
+  assert.deepEqual(finishes, [chat.choices[0].finish_reason]);
+  const last = chunks.at(-1);
+  assert.deepEqual(last.choices, []);
+  assertUsageAdds(last.usage);
+  assert.equal(last.usage.prompt_tokens, chat.usage.prompt_tokens);
+  assert.equal(last.usage.completion_tokens, chat.usage.completion_tokens);
+  assert.equal(last.usage.completion_tokens_details?.reasoning_tokens,
+               chat.usage.completion_tokens_details.reasoning_tokens);
+});
+
+// ---------------------------------------------------------------------------
+// Errors, through the SDK's error classes.
+
+await check("unknown model -> NotFoundError 404 model_not_found", async () => {
+  await expectApiError(
+    () => client.chat.completions.create({ model: "not-" + model, messages: CHAT_MESSAGES, max_tokens: 4 }),
+    { cls: OpenAI.NotFoundError, status: 404, param: "model", code: "model_not_found", mentions: "not-" + model },
+  );
+  await expectApiError(() => client.completions.create({ model: "not-" + model, prompt: PROMPT, max_tokens: 4 }), {
+    cls: OpenAI.NotFoundError, status: 404, code: "model_not_found",
+  });
+});
+
+await check("temperature 0.7 -> BadRequestError param temperature (also when streaming)", async () => {
+  const body = { model, messages: CHAT_MESSAGES, max_tokens: 4, temperature: 0.7 };
+  await expectApiError(() => client.chat.completions.create(body), {
+    cls: OpenAI.BadRequestError, status: 400, param: "temperature",
+  });
+  await expectApiError(() => client.chat.completions.create({ ...body, stream: true }), {
+    cls: OpenAI.BadRequestError, status: 400, param: "temperature",
+  });
+  // temperature 0 is greedy, which is what the server does: accepted.
+  const r = await client.chat.completions.create({ ...body, temperature: 0 });
+  assert.equal(r.choices.length, 1);
+});
+
+await check("n: 2 -> BadRequestError param n", async () => {
+  await expectApiError(() => client.chat.completions.create({ model, messages: CHAT_MESSAGES, max_tokens: 4, n: 2 }), {
+    cls: OpenAI.BadRequestError, status: 400, param: "n",
+  });
+});
+
+await check("an unknown body field -> BadRequestError naming it", async () => {
+  await expectApiError(
+    () => client.chat.completions.create({ model, messages: CHAT_MESSAGES, max_tokens: 4, frobnicate_level: 3 }),
+    { cls: OpenAI.BadRequestError, status: 400, param: "frobnicate_level", code: "unknown_field" },
+  );
+  await expectApiError(
+    () => client.completions.create({ model, prompt: PROMPT, max_tokens: 4, frobnicate_level: 3 }),
+    { cls: OpenAI.BadRequestError, status: 400, param: "frobnicate_level", code: "unknown_field" },
+  );
+});
+
+await check("an image content part -> BadRequestError param messages[0].content[0].type", async () => {
+  const messages = [{
+    role: "user",
+    content: [{ type: "image_url", image_url: { url: "data:image/png;base64,iVBORw0KGgo=" } }],
+  }];
+  await expectApiError(() => client.chat.completions.create({ model, messages, max_tokens: 4 }), {
+    cls: OpenAI.BadRequestError, status: 400, param: "messages[0].content[0].type",
+  });
+});
+
+await check("logprobs: true -> BadRequestError param logprobs", async () => {
+  await expectApiError(
+    () => client.chat.completions.create({ model, messages: CHAT_MESSAGES, max_tokens: 4, logprobs: true }),
+    { cls: OpenAI.BadRequestError, status: 400, param: "logprobs" },
+  );
+});
+
+await check("a wrong API key -> AuthenticationError 401", async () => {
+  const wrong = new OpenAI({ ...clientOptions, apiKey: "not-" + apiKey });
+  await expectApiError(() => wrong.models.list(), {
+    cls: OpenAI.AuthenticationError, status: 401, code: "invalid_api_key", mentions: "API key",
+  });
+  await expectApiError(() => wrong.chat.completions.create({ model, messages: CHAT_MESSAGES, max_tokens: 4 }), {
+    cls: OpenAI.AuthenticationError, status: 401, code: "invalid_api_key",
+  });
+});
+
+await check(`max_tokens over --max-tokens ${maxTokensCeiling} -> BadRequestError param max_tokens`, async () => {
+  await expectApiError(
+    () => client.chat.completions.create({ model, messages: CHAT_MESSAGES, max_tokens: maxTokensCeiling + 1 }),
+    { cls: OpenAI.BadRequestError, status: 400, param: "max_tokens", mentions: String(maxTokensCeiling) },
+  );
+  await expectApiError(
+    () => client.completions.create({ model, prompt: PROMPT, max_tokens: maxTokensCeiling + 1 }),
+    { cls: OpenAI.BadRequestError, status: 400, param: "max_tokens" },
+  );
+});
+
+await check("empty messages -> BadRequestError param messages", async () => {
+  await expectApiError(() => client.chat.completions.create({ model, messages: [], max_tokens: 4 }), {
+    cls: OpenAI.BadRequestError, status: 400, param: "messages",
+  });
+});
+
+await check("the server still answers after the errors", async () => {
+  const r = await client.completions.create({ model, prompt: PROMPT, max_tokens: PROMPT_MAX });
+  assert.equal(r.choices[0].text, expectedText);
+});
+
+if (failures.length) {
+  console.log(`\n${failures.length} check(s) failed:\n` + failures.map((f) => "  - " + f).join("\n"));
+  process.exitCode = 1;
+} else {
+  console.log("\nall checks passed");
+}
