@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs, builds (Release, and Debug with ASan+UBSan) and runs the whole test
-# suite under both builds. Exit status is ctest's.
+# suite under both builds, then fuzzes request parsing for a minute (scripts/fuzz.sh).
+# Exit status is the first failing step's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -12,3 +13,5 @@ ctest --test-dir build/release --output-on-failure -j "$jobs"
 echo "== tests: ASan + UBSan build =="
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/asan --output-on-failure -j "$jobs"
+echo "== fuzz: request parsing (60 s) =="
+scripts/fuzz.sh 60

@@ -1,14 +1,55 @@
 // Parsing and validation of /v1/chat/completions and /v1/completions request
 // bodies. Pure functions of the body text and the server's limits (no model,
-// no I/O), so they are unit-tested exhaustively and fuzzed.
+// no I/O), so they are unit-tested exhaustively (tests/server/request_test.cpp)
+// and fuzzed (fuzz/request_fuzz.cpp, scripts/fuzz.sh).
 //
 // Policy (README "serve"): every field is checked for type and range; a field
 // that is not in the accepted list, or a feature deltafin does not honour,
 // is a 400 naming the field. JSON null counts as "not given" for optional
-// fields, as in OpenAI's API. Decoding is greedy (the target model decides
-// every token), so `temperature` must be 0 or absent (anything else would be
-// a promise to sample that deltafin does not keep: 400), while `top_p` in
-// (0, 1] is accepted because the argmax is always inside the nucleus.
+// fields, as in OpenAI's API (top-level fields, stream_options.include_usage,
+// and the optional keys of messages, content parts and tool calls); a field
+// outside the accepted list is refused even when null. Decoding is greedy (the
+// target model decides every token), so `temperature` must be 0 or absent
+// (anything else would be a promise to sample that deltafin does not keep:
+// 400), while `top_p` in (0, 1] is accepted because the argmax is always
+// inside the nucleus.
+//
+// Accepted fields. Both endpoints: model (required; 404 when not served),
+// max_tokens / max_completion_tokens (integer 1..ceiling; both given must be
+// equal), stop (string or 1..4 strings, none empty), stream, stream_options
+// ({include_usage}, only with stream: true), temperature (0), top_p (0, 1],
+// seed (int64), n (1), user, logprobs (false; on completions an integer count
+// is refused as unsupported too). Chat: messages (required), reasoning_effort
+// ("low", "high", "max"); tools, tool_choice, parallel_tool_calls and
+// response_format are refused as unsupported. Completions: prompt (required: a
+// non-empty string, or a non-empty array of token ids < vocab_size; batches
+// are refused), echo (false), suffix (must be absent), best_of (1).
+//
+// Messages: objects with role system/user/assistant/tool and only these keys:
+// role, content, name (string); assistant also tool_calls (array of {id?,
+// type? = "function", function: {name: non-empty string, arguments: object or
+// string}}; an arguments string that is JSON must hold an object),
+// reasoning_content, reasoning (strings); tool also tool_call_id, tool
+// (strings). content is a string or an array of {"type": "text", "text"}
+// parts (other part types: unsupported); it may be null or missing only on an
+// assistant message with at least one tool call. A tool message must resolve
+// to a tool name the way render_chat does (a tool_call_id run matching the
+// preceding assistant's call ids, a non-empty `tool`/`name`, or a call at its
+// position), so every accepted chat request renders.
+//
+// Limits beyond the fields: arrays/objects nest at most 64 levels (in the body
+// and in a tool-call arguments string), because copies, comparisons and the
+// renderer's JSON writer recurse. Strings are valid UTF-8 (nlohmann's parser
+// refuses anything else), and messages quote values back clipped and as valid
+// UTF-8, so ApiError::body() always serialises.
+//
+// Errors (ApiError): status 400 with type "invalid_request_error", param the
+// field path ("messages[2].content[0].type", "" for the body as a whole) and
+// code one of invalid_json, invalid_type, invalid_value,
+// missing_required_parameter, unknown_field, unsupported_value; 404
+// "not_found_error" / model_not_found for a model the server does not serve.
+// Checks run in a fixed order (unknown fields, model, messages or prompt, the
+// rest), so the first problem found is the one reported.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,591 @@
+// Request validation for /v1/chat/completions and /v1/completions (request.h).
+//
+// Every check throws ApiError naming the field as a path; the messages say
+// what was expected and what was given. The chat checks are a superset of what
+// render_chat() (tokenizer/chat_template.cpp) rejects, so a request that passes
+// here always renders: fuzz/request_fuzz.cpp aborts when one does not.
+#include "server/api/request.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string_view>
+#include <utility>
+
+#include "util/error.h"
+
+namespace deltafin::api {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr int kMaxNesting = 64;   // arrays/objects inside one another, body and argument strings
+constexpr size_t kMaxStop = 4;
+constexpr size_t kMaxEcho = 120;  // bytes of a given value quoted back in a message
+
+// ---------------------------------------------------------------------------
+// Text quoted back to the client. ApiError::body() is dumped by nlohmann,
+// which throws on invalid UTF-8, so everything here stays valid UTF-8.
+
+// The longest prefix of valid UTF-8 `s` of at most `max` bytes, "..." when cut.
+std::string clip(std::string_view s, size_t max = kMaxEcho) {
+  if (s.size() <= max) return std::string(s);
+  size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // not inside a code point
+  return cat(s.substr(0, n), "...");
+}
+
+// Any bytes as valid UTF-8 (invalid sequences become U+FFFD), by nlohmann's
+// own notion of validity.
+std::string valid_utf8(std::string_view s) {
+  const std::string quoted = Json(std::string(s)).dump(-1, ' ', false, Json::error_handler_t::replace);
+  return Json::parse(quoted).get<std::string>();
+}
+
+// "a string (\"16\")", "a number (1.5)", "a boolean (true)", "null", "an array", "an object".
+std::string describe(const Json& v) {
+  switch (v.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::boolean: return cat("a boolean (", v.dump(), ")");
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned: return cat("an integer (", v.dump(), ")");
+    case Json::value_t::number_float: return cat("a number (", v.dump(), ")");
+    case Json::value_t::string: return cat("a string (", Json(clip(v.get_ref<const std::string&>())).dump(), ")");
+    case Json::value_t::array: return "an array";
+    case Json::value_t::object: return "an object";
+    default: return v.type_name();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Errors. Codes: invalid_json, invalid_type, invalid_value, missing_required_parameter,
+// unknown_field, unsupported_value, model_not_found.
+
+[[noreturn]] void invalid_type(const std::string& path, std::string_view expected, const Json& got) {
+  throw ApiError(400, cat("Invalid type for '", clip(path), "': expected ", expected, ", but got ", describe(got), "."),
+                 path, "invalid_type");
+}
+
+[[noreturn]] void invalid_value(const std::string& path, const std::string& what) {
+  throw ApiError(400, cat("Invalid value for '", clip(path), "': ", what), path, "invalid_value");
+}
+
+[[noreturn]] void unsupported(const std::string& path, const std::string& what) {
+  throw ApiError(400, cat("Unsupported value for '", clip(path), "': ", what), path, "unsupported_value");
+}
+
+[[noreturn]] void missing(const std::string& path, std::string_view why = "") {
+  throw ApiError(400, cat("Missing required parameter: '", clip(path), "'", why.empty() ? "" : " (", why,
+                          why.empty() ? "" : ")", "."),
+                 path, "missing_required_parameter");
+}
+
+[[noreturn]] void unknown(const std::string& path) {
+  throw ApiError(400, cat("Unrecognized request argument supplied: ", clip(path)), path, "unknown_field");
+}
+
+// ---------------------------------------------------------------------------
+// Parsing with a nesting limit. nlohmann parses and destroys iteratively, but
+// copies, comparisons and the renderer's JSON dumper recurse, so accepted
+// input is kept shallow. The limit stops the parse as soon as it is crossed.
+
+struct TooDeep {};  // thrown out of the parser callback
+
+// Throws TooDeep for text nesting arrays/objects more than kMaxNesting deep;
+// otherwise nlohmann's parse (a discarded value for bad JSON when
+// allow_exceptions is false).
+Json parse_json(std::string_view text, bool allow_exceptions) {
+  const Json::parser_callback_t limit = [](int depth, Json::parse_event_t event, Json&) {
+    // depth counts the containers around the one starting.
+    if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
+        depth >= kMaxNesting) {
+      throw TooDeep{};
+    }
+    return true;
+  };
+  return Json::parse(text, limit, allow_exceptions);
+}
+
+// ---------------------------------------------------------------------------
+// Field access and scalar checks.
+
+// The field, or nullptr when absent or null (null means "not given").
+const Json* given(const Json& object, const char* key) {
+  const auto it = object.find(key);
+  return it == object.end() || it->is_null() ? nullptr : &*it;
+}
+
+// The field, or nullptr when absent (null is returned as a value).
+const Json* present(const Json& object, const char* key) {
+  const auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+std::string join(const std::string& path, std::string_view key) { return cat(path, ".", key); }
+std::string index(const std::string& path, size_t i) { return cat(path, "[", i, "]"); }
+
+// An int64 (JSON integers above 2^63-1 parse as unsigned and are out of range).
+int64_t int64_field(const Json& v, const std::string& path, std::string_view expected) {
+  if (!v.is_number_integer()) invalid_type(path, expected, v);
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    invalid_value(path, cat("expected ", expected, ", but got ", v.dump(), ", which is above 2^63 - 1."));
+  }
+  return v.get<int64_t>();
+}
+
+bool bool_field(const Json& v, const std::string& path) {
+  if (!v.is_boolean()) invalid_type(path, "a boolean", v);
+  return v.get<bool>();
+}
+
+const std::string& string_field(const Json& v, const std::string& path) {
+  if (!v.is_string()) invalid_type(path, "a string", v);
+  return v.get_ref<const std::string&>();
+}
+
+double number_field(const Json& v, const std::string& path, std::string_view expected) {
+  if (!v.is_number()) invalid_type(path, expected, v);
+  return v.get<double>();
+}
+
+// ---------------------------------------------------------------------------
+// Top level.
+
+constexpr std::string_view kCommonFields[] = {
+    "model", "max_tokens", "max_completion_tokens", "stop", "stream", "stream_options",
+    "temperature", "top_p", "seed", "n", "user", "logprobs"};
+constexpr std::string_view kChatFields[] = {
+    "messages", "reasoning_effort", "tools", "tool_choice", "parallel_tool_calls", "response_format"};
+constexpr std::string_view kCompletionFields[] = {"prompt", "echo", "suffix", "best_of"};
+
+bool contains(const auto& list, std::string_view key) {
+  return std::find(std::begin(list), std::end(list), key) != std::end(list);
+}
+
+void check_known_fields(const Json& body, Endpoint endpoint) {
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    const std::string& key = it.key();
+    const bool known = contains(kCommonFields, key) ||
+                       (endpoint == Endpoint::Chat ? contains(kChatFields, key) : contains(kCompletionFields, key));
+    if (!known) unknown(key);
+  }
+}
+
+void check_model(const Json& body, const RequestLimits& limits, GenerationRequest& req) {
+  const Json* model = given(body, "model");
+  if (!model) missing("model");
+  req.model = string_field(*model, "model");
+  if (contains(limits.model_ids, req.model)) return;
+  std::string served;
+  for (const std::string& id : limits.model_ids) served += (served.empty() ? "" : ", ") + id;
+  throw ApiError(404,
+                 cat("The model '", clip(req.model), "' does not exist; this server serves: ",
+                     served.empty() ? "(none)" : served),
+                 "model", "model_not_found", "not_found_error");
+}
+
+std::optional<int64_t> token_limit(const Json& body, const char* key, const RequestLimits& limits) {
+  const Json* v = given(body, key);
+  if (!v) return std::nullopt;
+  const std::string range = limits.max_tokens_ceiling > 0
+                                ? cat("an integer from 1 to ", limits.max_tokens_ceiling, " (the server's --max-tokens)")
+                                : std::string("an integer >= 1");
+  const int64_t n = int64_field(*v, key, range);
+  if (n < 1 || (limits.max_tokens_ceiling > 0 && n > limits.max_tokens_ceiling)) {
+    invalid_value(key, cat("expected ", range, ", but got ", n, "."));
+  }
+  return n;
+}
+
+void check_max_tokens(const Json& body, const RequestLimits& limits, GenerationRequest& req) {
+  const std::optional<int64_t> a = token_limit(body, "max_tokens", limits);
+  const std::optional<int64_t> b = token_limit(body, "max_completion_tokens", limits);
+  if (a && b && *a != *b) {
+    invalid_value("max_completion_tokens",
+                  cat("max_tokens (", *a, ") and max_completion_tokens (", *b,
+                      ") disagree; they mean the same here, so give one of them (or equal values)."));
+  }
+  req.max_tokens = a ? a : b;
+}
+
+void check_stop(const Json& body, GenerationRequest& req) {
+  const Json* stop = given(body, "stop");
+  if (!stop) return;
+  auto add = [&req](const Json& s, const std::string& path) {
+    const std::string& text = string_field(s, path);
+    if (text.empty()) invalid_value(path, "stop strings must not be empty.");
+    req.stop.push_back(text);
+  };
+  if (stop->is_string()) {
+    add(*stop, "stop");
+    return;
+  }
+  if (!stop->is_array()) invalid_type("stop", "a string or an array of 1 to 4 strings", *stop);
+  if (stop->empty() || stop->size() > kMaxStop) {
+    invalid_value("stop", cat("expected an array of 1 to ", kMaxStop, " strings, but got ", stop->size(), "."));
+  }
+  for (size_t i = 0; i < stop->size(); ++i) add((*stop)[i], index("stop", i));
+}
+
+void check_stream(const Json& body, GenerationRequest& req) {
+  if (const Json* stream = given(body, "stream")) req.stream = bool_field(*stream, "stream");
+  const Json* options = given(body, "stream_options");
+  if (!options) return;
+  if (!options->is_object()) invalid_type("stream_options", "an object", *options);
+  for (auto it = options->begin(); it != options->end(); ++it) {
+    if (it.key() != "include_usage") unknown(join("stream_options", it.key()));
+  }
+  if (const Json* usage = given(*options, "include_usage")) {
+    req.include_usage = bool_field(*usage, "stream_options.include_usage");
+  }
+  if (!req.stream) invalid_value("stream_options", "stream_options is only allowed when stream is true.");
+}
+
+void check_sampling(const Json& body, Endpoint endpoint, GenerationRequest& req) {
+  if (const Json* t = given(body, "temperature")) {
+    const double value = number_field(*t, "temperature", "a number from 0 to 2");
+    if (!(value >= 0 && value <= 2)) invalid_value("temperature", cat("expected a number from 0 to 2, but got ", t->dump(), "."));
+    if (value != 0) {
+      unsupported("temperature",
+                  cat("deltafin decodes greedily (the target model decides every token, and speculative drafts "
+                      "are only kept where they agree with it), so temperature must be 0 or omitted; got ",
+                      t->dump(), "."));
+    }
+  }
+  if (const Json* p = given(body, "top_p")) {
+    const double value = number_field(*p, "top_p", "a number in (0, 1]");
+    if (!(value > 0 && value <= 1)) {
+      invalid_value("top_p", cat("expected a number greater than 0 and at most 1, but got ", p->dump(), "."));
+    }
+  }
+  if (const Json* seed = given(body, "seed")) req.seed = int64_field(*seed, "seed", "an integer");
+  if (const Json* n = given(body, "n")) {
+    const int64_t value = int64_field(*n, "n", "an integer");
+    if (value < 1) invalid_value("n", cat("expected an integer >= 1, but got ", value, "."));
+    if (value != 1) unsupported("n", cat("only n = 1 is supported (one choice per request); got ", value, "."));
+  }
+  if (const Json* user = given(body, "user")) req.user = string_field(*user, "user");
+  if (const Json* logprobs = given(body, "logprobs")) {
+    // Chat: a boolean. Legacy completions: an integer count of top logprobs.
+    if (endpoint == Endpoint::Completion && logprobs->is_number_integer()) {
+      unsupported("logprobs", cat("logprobs are not supported; got ", logprobs->dump(), "."));
+    }
+    if (!logprobs->is_boolean()) {
+      invalid_type("logprobs", endpoint == Endpoint::Chat ? "a boolean" : "a boolean or an integer", *logprobs);
+    }
+    if (logprobs->get<bool>()) unsupported("logprobs", "logprobs are not supported.");
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Chat messages.
+
+constexpr std::string_view kRoles[] = {"system", "user", "assistant", "tool"};
+
+bool allowed_message_key(std::string_view role, std::string_view key) {
+  if (key == "role" || key == "content" || key == "name") return true;
+  if (role == "assistant") return key == "tool_calls" || key == "reasoning_content" || key == "reasoning";
+  if (role == "tool") return key == "tool_call_id" || key == "tool";
+  return false;
+}
+
+const std::string& role_of(const Json& message) { return message.find("role")->get_ref<const std::string&>(); }
+
+// §9.3 arguments, as render_chat reads them: an object, or a string. A string
+// that is JSON must hold an object; one that is not JSON is passed verbatim.
+void check_arguments(const Json* args, const std::string& path) {
+  if (!args) missing(path);
+  if (args->is_object()) return;
+  if (!args->is_string()) invalid_type(path, "a string (JSON-encoded object) or an object", *args);
+  Json parsed;
+  try {
+    parsed = parse_json(args->get_ref<const std::string&>(), /*allow_exceptions=*/false);
+  } catch (const TooDeep&) {
+    invalid_value(path, cat("the arguments string nests JSON arrays/objects more than ", kMaxNesting,
+                            " levels deep."));
+  }
+  if (parsed.is_discarded()) return;
+  if (!parsed.is_object()) {
+    invalid_value(path, cat("the arguments string is JSON but not a JSON object (it holds ", describe(parsed), ")."));
+  }
+}
+
+// Returns the number of calls (0 when tool_calls is absent, null or []).
+size_t check_tool_calls(const Json& message, const std::string& path) {
+  const Json* calls = given(message, "tool_calls");
+  const std::string field = join(path, "tool_calls");
+  if (!calls) return 0;
+  if (!calls->is_array()) invalid_type(field, "an array of tool calls", *calls);
+  for (size_t k = 0; k < calls->size(); ++k) {
+    const Json& call = (*calls)[k];
+    const std::string call_path = index(field, k);
+    if (!call.is_object()) invalid_type(call_path, "a tool call object", call);
+    for (auto it = call.begin(); it != call.end(); ++it) {
+      if (it.key() != "id" && it.key() != "type" && it.key() != "function") unknown(join(call_path, it.key()));
+    }
+    if (const Json* id = given(call, "id")) string_field(*id, join(call_path, "id"));
+    if (const Json* type = given(call, "type")) {
+      if (string_field(*type, join(call_path, "type")) != "function") {
+        invalid_value(join(call_path, "type"), cat("expected \"function\", but got ", describe(*type), "."));
+      }
+    }
+    const std::string function_path = join(call_path, "function");
+    const Json* function = given(call, "function");
+    if (!function) missing(function_path);
+    if (!function->is_object()) invalid_type(function_path, "an object", *function);
+    for (auto it = function->begin(); it != function->end(); ++it) {
+      if (it.key() != "name" && it.key() != "arguments") unknown(join(function_path, it.key()));
+    }
+    const std::string name_path = join(function_path, "name");
+    const Json* name = given(*function, "name");
+    if (!name) missing(name_path);
+    if (string_field(*name, name_path).empty()) invalid_value(name_path, "the function name must not be empty.");
+    check_arguments(present(*function, "arguments"), join(function_path, "arguments"));
+  }
+  return calls->size();
+}
+
+// content: a string, or an array of text parts; null only where allowed.
+void check_content(const Json& message, const std::string& path, const std::string& role, size_t tool_calls) {
+  const std::string field = join(path, "content");
+  const Json* content = present(message, "content");
+  if (!content || content->is_null()) {
+    if (role == "assistant" && tool_calls > 0) return;
+    const char* why = role == "assistant" ? "an assistant message needs content unless it has tool_calls"
+                                          : "only an assistant message with tool_calls may omit content";
+    if (!content) missing(field, why);
+    invalid_type(field, cat("a string or an array of text parts (", why, ")"), *content);
+  }
+  if (content->is_string()) return;
+  if (!content->is_array()) invalid_type(field, "a string or an array of text parts", *content);
+  for (size_t j = 0; j < content->size(); ++j) {
+    const Json& part = (*content)[j];
+    const std::string part_path = index(field, j);
+    if (!part.is_object()) invalid_type(part_path, "a content part object", part);
+    const std::string type_path = join(part_path, "type");
+    const Json* type = given(part, "type");
+    if (!type) missing(type_path);
+    const std::string& t = string_field(*type, type_path);
+    if (t != "text") {
+      unsupported(type_path, cat("only text content parts are supported (no vision or audio tower runs); got ",
+                                 describe(*type), "."));
+    }
+    for (auto it = part.begin(); it != part.end(); ++it) {
+      if (it.key() != "type" && it.key() != "text") unknown(join(part_path, it.key()));
+    }
+    const std::string text_path = join(part_path, "text");
+    const Json* text = given(part, "text");
+    if (!text) missing(text_path);
+    string_field(*text, text_path);
+  }
+}
+
+void check_message(const Json& message, const std::string& path) {
+  if (!message.is_object()) invalid_type(path, "a message object", message);
+  const std::string role_path = join(path, "role");
+  const Json* role_value = given(message, "role");
+  if (!role_value) missing(role_path);
+  const std::string& role = string_field(*role_value, role_path);
+  if (!contains(kRoles, role)) {
+    invalid_value(role_path, cat("expected one of \"system\", \"user\", \"assistant\", \"tool\", but got ",
+                                 describe(*role_value), "."));
+  }
+  for (auto it = message.begin(); it != message.end(); ++it) {
+    if (!allowed_message_key(role, it.key())) unknown(join(path, it.key()));
+  }
+  if (const Json* name = given(message, "name")) string_field(*name, join(path, "name"));
+  size_t calls = 0;
+  if (role == "assistant") {
+    calls = check_tool_calls(message, path);
+    for (const char* key : {"reasoning_content", "reasoning"}) {
+      if (const Json* r = given(message, key)) string_field(*r, join(path, key));
+    }
+  }
+  if (role == "tool") {
+    for (const char* key : {"tool_call_id", "tool"}) {
+      if (const Json* v = given(message, key)) string_field(*v, join(path, key));
+    }
+  }
+  check_content(message, path, role, calls);
+}
+
+bool non_empty_string(const Json& object, const char* key) {
+  const Json* v = given(object, key);
+  return v && !v->get_ref<const std::string&>().empty();
+}
+
+// Every tool message must get a tool name when rendered (chat_template.cpp,
+// chat_tools.cpp tool_message_name/order_tool_run): a run of tool messages
+// directly after an assistant message whose tool_call_ids all match its calls'
+// ids takes the calls' names; otherwise each tool message needs a non-empty
+// `tool` or `name`, or the latest assistant message must have a call at its
+// position (counting tool messages since that assistant message).
+void check_tool_names(const Json& messages) {
+  std::vector<const std::string*> call_ids;  // of the latest assistant message; nullptr: call without id
+  size_t since_assistant = 0;
+  auto check = [&](size_t k) {
+    const Json& m = messages[k];
+    ++since_assistant;
+    if (non_empty_string(m, "tool") || non_empty_string(m, "name") || since_assistant <= call_ids.size()) return;
+    const std::string path = index("messages", k);
+    invalid_value(path, cat("cannot tell which tool this tool message answers: it has no 'name', its "
+                            "'tool_call_id' does not match the tool calls of the preceding assistant message, "
+                            "and that message has no tool call #", since_assistant, " to take the name from."));
+  };
+  size_t i = 0;
+  while (i < messages.size()) {
+    const Json& m = messages[i];
+    const std::string& role = role_of(m);
+    ++i;
+    if (role == "tool") {
+      check(i - 1);
+      continue;
+    }
+    if (role != "assistant") continue;
+    call_ids.clear();
+    since_assistant = 0;
+    if (const Json* calls = given(m, "tool_calls")) {
+      for (const Json& call : *calls) {
+        const Json* id = given(call, "id");
+        call_ids.push_back(id ? &id->get_ref<const std::string&>() : nullptr);
+      }
+    }
+    size_t end = i;
+    while (end < messages.size() && role_of(messages[end]) == "tool") ++end;
+    bool all_matched = true;
+    for (size_t k = i; k < end && all_matched; ++k) {
+      const Json* id = given(messages[k], "tool_call_id");
+      all_matched = id && std::any_of(call_ids.begin(), call_ids.end(), [id](const std::string* c) {
+                      return c && *c == id->get_ref<const std::string&>();
+                    });
+    }
+    if (all_matched) {
+      since_assistant += end - i;
+    } else {
+      for (size_t k = i; k < end; ++k) check(k);
+    }
+    i = end;
+  }
+}
+
+void check_messages(const Json& body) {
+  const Json* messages = given(body, "messages");
+  if (!messages) missing("messages");
+  if (!messages->is_array()) invalid_type("messages", "an array of message objects", *messages);
+  if (messages->empty()) invalid_value("messages", "expected at least one message, but got an empty array.");
+  for (size_t i = 0; i < messages->size(); ++i) check_message((*messages)[i], index("messages", i));
+  check_tool_names(*messages);
+}
+
+void check_chat_options(const Json& body, GenerationRequest& req) {
+  if (const Json* effort = given(body, "reasoning_effort")) {
+    const std::string& value = string_field(*effort, "reasoning_effort");
+    if (value != "low" && value != "high" && value != "max") {
+      invalid_value("reasoning_effort", cat("expected \"low\", \"high\" or \"max\", but got ", describe(*effort), "."));
+    }
+    req.reasoning_effort = value;
+  }
+  if (given(body, "tools")) unsupported("tools", "tools are not supported yet.");
+  if (given(body, "tool_choice")) unsupported("tool_choice", "tool_choice is not supported yet (tools are not).");
+  if (given(body, "parallel_tool_calls")) {
+    unsupported("parallel_tool_calls", "parallel_tool_calls is not supported yet (tools are not).");
+  }
+  if (given(body, "response_format")) {
+    unsupported("response_format", "response_format is not supported yet (output is not constrained).");
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Completions.
+
+void check_prompt(const Json& body, const RequestLimits& limits, GenerationRequest& req) {
+  const Json* prompt = given(body, "prompt");
+  if (!prompt) missing("prompt");
+  if (prompt->is_string()) {
+    if (prompt->get_ref<const std::string&>().empty()) invalid_value("prompt", "the prompt must not be empty.");
+    req.prompt_text = prompt->get<std::string>();
+    return;
+  }
+  if (!prompt->is_array()) invalid_type("prompt", "a string or an array of token ids", *prompt);
+  if (prompt->empty()) invalid_value("prompt", "the prompt must not be empty.");
+  for (const Json& item : *prompt) {
+    if (item.is_string() || item.is_array()) {
+      unsupported("prompt", "batched prompts are not supported; send one prompt per request.");
+    }
+  }
+  req.prompt_ids.reserve(prompt->size());
+  for (size_t i = 0; i < prompt->size(); ++i) {
+    const Json& id = (*prompt)[i];
+    const std::string path = index("prompt", i);
+    const std::string range = cat("an integer token id from 0 to ", int64_t{limits.vocab_size} - 1);
+    if (!id.is_number_integer()) invalid_type(path, range, id);
+    if (id.is_number_integer() && !id.is_number_unsigned()) {  // negative
+      invalid_value(path, cat("expected ", range, " (the vocabulary has ", limits.vocab_size, " tokens), but got ",
+                              id.dump(), "."));
+    }
+    const uint64_t value = id.get<uint64_t>();
+    if (value >= limits.vocab_size) {
+      invalid_value(path, cat("expected ", range, " (the vocabulary has ", limits.vocab_size, " tokens), but got ",
+                              value, "."));
+    }
+    req.prompt_ids.push_back(static_cast<uint32_t>(value));
+  }
+}
+
+void check_completion_options(const Json& body) {
+  if (const Json* echo = given(body, "echo")) {
+    if (bool_field(*echo, "echo")) unsupported("echo", "echo is not supported.");
+  }
+  if (given(body, "suffix")) unsupported("suffix", "suffix (insertion) is not supported.");
+  if (const Json* best_of = given(body, "best_of")) {
+    const int64_t value = int64_field(*best_of, "best_of", "an integer");
+    if (value < 1) invalid_value("best_of", cat("expected an integer >= 1, but got ", value, "."));
+    if (value != 1) unsupported("best_of", cat("only best_of = 1 is supported; got ", value, "."));
+  }
+}
+
+}  // namespace
+
+GenerationRequest parse_request(Endpoint endpoint, std::string_view body_text, const RequestLimits& limits) {
+  Json body;
+  try {
+    body = parse_json(body_text, /*allow_exceptions=*/true);
+  } catch (const TooDeep&) {
+    throw ApiError(400, cat("The request body nests JSON arrays/objects more than ", kMaxNesting, " levels deep."),
+                   "", "invalid_value");
+  } catch (const Json::parse_error& e) {
+    std::string what = e.what();
+    if (const size_t end = what.find("] "); what.starts_with("[json.exception.") && end != std::string::npos) {
+      what.erase(0, end + 2);
+    }
+    throw ApiError(400, cat("The request body is not valid JSON (at byte ", e.byte, "): ", clip(valid_utf8(what), 400)),
+                   "", "invalid_json");
+  } catch (const Json::exception& e) {  // e.g. out_of_range 406: a number too large for a double
+    throw ApiError(400, cat("The request body is not valid JSON: ", clip(valid_utf8(e.what()), 400)), "",
+                   "invalid_json");
+  }
+  if (!body.is_object()) {
+    throw ApiError(400, cat("The request body must be a JSON object, but got ", describe(body), "."), "",
+                   "invalid_type");
+  }
+
+  GenerationRequest req;
+  req.endpoint = endpoint;
+  check_known_fields(body, endpoint);
+  check_model(body, limits, req);
+  if (endpoint == Endpoint::Chat) {
+    check_messages(body);
+    check_chat_options(body, req);
+  } else {
+    check_prompt(body, limits, req);
+    check_completion_options(body);
+  }
+  check_max_tokens(body, limits, req);
+  check_stop(body, req);
+  check_stream(body, req);
+  check_sampling(body, endpoint, req);
+  if (endpoint == Endpoint::Chat) req.messages = std::move(*body.find("messages"));
+  return req;
+}
+
+}  // namespace deltafin::api
