@@ -60,11 +60,17 @@ int serve(ServeArgs a) {
   std::fflush(stderr);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  // httplib's stop() does nothing until its accept loop runs, so a signal
+  // that arrives before serve() got going is acted on again until it ends.
+  std::atomic<bool> served{false};
   std::thread watcher([&] {
-    while (!g_shutdown.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    server.stop();
+    while (!served.load()) {
+      if (g_shutdown.load()) server.stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   });
   server.serve();
+  served.store(true);
   g_shutdown.store(true);
   watcher.join();
   m->save_heat();

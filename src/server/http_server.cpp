@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <chrono>
@@ -64,6 +65,16 @@ ApiServer::ApiServer(GenerationService& service, ServerOptions options)
   http_->set_payload_max_length(o_.max_request_bytes);
   http_->set_keep_alive_timeout(5);
   http_->set_tcp_nodelay(true);  // no Nagle: small responses and SSE events go out at once, not after a delayed ACK
+  // httplib's default options set SO_REUSEPORT, with which a second server
+  // binds a port another is already listening on and the kernel splits the
+  // clients between them: SO_REUSEADDR only (a restart may take a port in
+  // TIME_WAIT; a busy one is an error). The socket is kept to widen the
+  // listen backlog in bind().
+  http_->set_socket_options([this](int sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_fd_ = sock;
+  });
   routes();
 }
 
@@ -77,6 +88,9 @@ int ApiServer::bind() {
   } else if (!http_->bind_to_port(o_.host, port)) {
     fail("serve: cannot listen on ", o_.host, ":", port, " (in use, or not an address of this machine?)");
   }
+  // httplib listens with a backlog of 5: a burst of clients connecting at
+  // once had SYNs dropped and waited a second (the SYN retransmit) to connect.
+  if (listen_fd_ >= 0) ::listen(listen_fd_, SOMAXCONN);
   return port;
 }
 
@@ -228,6 +242,52 @@ api::Usage usage_of(const JobResult& r) {
   return u;
 }
 
+// Waits for the job's turn, then streams it as server-sent events. False
+// when the client left (httplib then closes the connection).
+bool stream_job(GenerationService& service, Job& job_ref, bool chat, httplib::DataSink& sink,
+                const std::function<void(const Job&, const JobResult&)>& record) {
+  Job* job = &job_ref;
+  {
+    bool write_failed = false;
+    auto write = [&](const std::string& s) {
+      if (!write_failed && !sink.write(s.data(), s.size())) write_failed = true;
+      return !write_failed;
+    };
+    const PeerSocket* peer = job->peer.get();
+    auto gone = [&] { return write_failed || peer->closed(); };
+    if (!job->ticket->wait_turn(gone)) return false;
+    if (chat) write(api::sse_event(api::chat_chunk(job->head, {{"role", "assistant"}, {"content", ""}}, std::nullopt)));
+    JobResult r = run_job(
+        service, *job,
+        [&](const api::OutputDelta& d) {
+          if (chat) {
+            if (!d.reasoning.empty()) write(api::sse_event(api::chat_chunk(job->head, {{"reasoning_content", d.reasoning}}, std::nullopt)));
+            if (!d.content.empty()) write(api::sse_event(api::chat_chunk(job->head, {{"content", d.content}}, std::nullopt)));
+          } else {
+            write(api::sse_event(api::text_chunk(job->head, d.content, std::nullopt)));
+          }
+          return !write_failed;
+        },
+        gone);
+    job->ticket->release();
+    record(*job, r);
+    if (r.outcome.finish == Finish::Cancelled) {
+      if (!gone())
+        write(api::sse_event(ApiError(503, "The generation was cancelled: the server is shutting down", "", "cancelled",
+                                      "server_error")
+                                 .body()));
+      return false;
+    }
+    const std::string reason = finish_reason(r.outcome.finish, r.stopped_by_string);
+    write(api::sse_event(chat ? api::chat_chunk(job->head, json::object(), reason)
+                              : api::text_chunk(job->head, "", reason)));
+    if (job->request.include_usage) write(api::sse_event(api::usage_chunk(job->head, chat, usage_of(r))));
+    write(api::sse_done());
+    sink.done();
+    return !write_failed;
+  }
+}
+
 }  // namespace
 
 void ApiServer::handle_generation(api::Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
@@ -284,43 +344,16 @@ void ApiServer::handle_generation(api::Endpoint endpoint, const httplib::Request
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider("text/event-stream", [this, job, chat, record](size_t, httplib::DataSink& sink) {
-    bool write_failed = false;
-    auto write = [&](const std::string& s) {
-      if (!write_failed && !sink.write(s.data(), s.size())) write_failed = true;
-      return !write_failed;
-    };
-    const PeerSocket* peer = job->peer.get();
-    auto gone = [&] { return write_failed || peer->closed(); };
-    if (!job->ticket->wait_turn(gone)) return false;
-    if (chat) write(api::sse_event(api::chat_chunk(job->head, {{"role", "assistant"}, {"content", ""}}, std::nullopt)));
-    JobResult r = run_job(
-        service_, *job,
-        [&](const api::OutputDelta& d) {
-          if (chat) {
-            if (!d.reasoning.empty()) write(api::sse_event(api::chat_chunk(job->head, {{"reasoning_content", d.reasoning}}, std::nullopt)));
-            if (!d.content.empty()) write(api::sse_event(api::chat_chunk(job->head, {{"content", d.content}}, std::nullopt)));
-          } else {
-            write(api::sse_event(api::text_chunk(job->head, d.content, std::nullopt)));
-          }
-          return !write_failed;
-        },
-        gone);
-    job->ticket->release();
-    record(*job, r);
-    if (r.outcome.finish == Finish::Cancelled) {
-      if (!gone())
-        write(api::sse_event(ApiError(503, "The generation was cancelled: the server is shutting down", "", "cancelled",
-                                      "server_error")
-                                 .body()));
+    // httplib runs this outside its exception handler: an error here ends
+    // the stream with an error event instead of the process.
+    try {
+      return stream_job(service_, *job, chat, sink, record);
+    } catch (const std::exception& e) {
+      const std::string event =
+          api::sse_event(ApiError(500, std::string("Internal error: ") + e.what(), "", "internal_error", "server_error").body());
+      sink.write(event.data(), event.size());
       return false;
     }
-    const std::string reason = finish_reason(r.outcome.finish, r.stopped_by_string);
-    write(api::sse_event(chat ? api::chat_chunk(job->head, json::object(), reason)
-                              : api::text_chunk(job->head, "", reason)));
-    if (job->request.include_usage) write(api::sse_event(api::usage_chunk(job->head, chat, usage_of(r))));
-    write(api::sse_done());
-    sink.done();
-    return !write_failed;
   });
 }
 

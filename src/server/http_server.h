@@ -64,6 +64,7 @@ private:
   api::RequestLimits limits_;
   Admission admission_;
   std::unique_ptr<httplib::Server> http_;
+  int listen_fd_ = -1;  // the listening socket, once bind() made it
   int64_t started_ = 0;
   std::atomic<double> seconds_per_request_{1.0};  // moving average, for Retry-After
   std::atomic<uint64_t> next_id_{1};

@@ -1,0 +1,609 @@
+// The HTTP server end to end, in process: GenerationService + ApiServer on a
+// free port over one tiny generated checkpoint, driven by a raw-socket client
+// (http_test_client.h) that sends exactly the bytes a test wants and parses
+// the answers itself. Protocol errors, authentication, a client vanishing
+// mid-stream and while queued, a burst of clients against the queue, and
+// prompt reuse, each against expectations computed independently (the same
+// request served alone, or by a server without prompt reuse).
+#include "server/http_server.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/loaded_model.h"
+#include "model/kimi_k3/generator.h"
+#include "server/generation_service.h"
+#include "server/http_test_client.h"
+#include "support/test_support.h"
+#include "util/error.h"
+
+using namespace deltafin;
+using nlohmann::json;
+using test::HttpConnection;
+using test::HttpResponse;
+using test::http_call;
+using test::http_request_text;
+using test::is_openai_error;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+const char* kModelName = "tiny";
+
+// One tiny checkpoint and one loaded model for every test of this file.
+struct SharedModel {
+  test::TempDir dir;
+  std::unique_ptr<LoadedK3> m;
+  SharedModel() {
+    GenerateOptions o;
+    o.out_dir = dir.path();
+    o.seed = 11;
+    o.dims = preset_dims("tiny");
+    o.progress = false;
+    generate_k3_checkpoint(o);
+    m = load_k3_resident(dir.path(), 1);
+  }
+};
+
+LoadedK3& model() {
+  static SharedModel s;
+  return *s.m;
+}
+
+// A server on a free loopback port, serving on its own thread until destroyed.
+class TestServer {
+public:
+  explicit TestServer(ServiceOptions so = {}, ServerOptions o = {}) : service_(model(), so, &shutdown_) {
+    o.host = "127.0.0.1";
+    o.port = 0;
+    if (o.model_name.empty()) o.model_name = kModelName;
+    o.log_requests = false;
+    server_ = std::make_unique<ApiServer>(service_, o);
+    port_ = server_->bind();
+    thread_ = std::thread([this] { server_->serve(); });
+    // stop() is a no-op until the accept loop runs: wait until it answers.
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (http_call(port_, "GET", "/health").status != 200 && Clock::now() < deadline)
+      std::this_thread::sleep_for(milliseconds(5));
+  }
+  ~TestServer() {
+    shutdown_.store(true);
+    server_->stop();
+    thread_.join();
+  }
+  int port() const { return port_; }
+  GenerationService& service() { return service_; }
+  json health() const { return http_call(port_, "GET", "/health").json(); }
+
+private:
+  std::atomic<bool> shutdown_{false};
+  GenerationService service_;
+  std::unique_ptr<ApiServer> server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+std::string completion_body(const std::string& prompt, int max_tokens, bool stream = false) {
+  json j = {{"model", kModelName}, {"prompt", prompt}, {"max_tokens", max_tokens}};
+  if (stream) j["stream"] = true;
+  return j.dump();
+}
+
+std::string chat_body(const json& messages, int max_tokens, bool stream = false) {
+  json j = {{"model", kModelName}, {"messages", messages}, {"max_tokens", max_tokens}};
+  if (stream) {
+    j["stream"] = true;
+    j["stream_options"] = {{"include_usage", true}};
+  }
+  return j.dump();
+}
+
+HttpResponse post(int port, const std::string& path, const std::string& body,
+                  const std::vector<std::pair<std::string, std::string>>& headers = {}) {
+  return http_call(port, "POST", path, body, headers);
+}
+
+const std::string kPrompt = "Hello there, how are you";
+const json kChat = json::array({{{"role", "user"}, {"content", "Hi there"}}});
+
+// Polls `f` every 5 ms until it holds or `limit` passes.
+template <class F>
+bool eventually(F f, milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  while (Clock::now() < deadline) {
+    if (f()) return true;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return f();
+}
+
+int64_t vm_rss_kb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  return -1;
+}
+
+std::string text_of(const HttpResponse& r) { return r.json()["choices"][0]["text"].get<std::string>(); }
+
+// The answer to a completion request served alone, by a server without
+// prompt reuse or delays: the independent expectation for the busier tests.
+json solo_completion(const std::string& prompt, int max_tokens) {
+  ServiceOptions so;
+  so.prompt_cache_entries = 0;
+  TestServer s(so);
+  HttpResponse r = post(s.port(), "/v1/completions", completion_body(prompt, max_tokens));
+  EXPECT_EQ(r.status, 200) << r.body;
+  return r.json();
+}
+
+void expect_error_shape(const HttpResponse& r, int status, const std::string& code = "") {
+  EXPECT_EQ(r.status, status) << r.body;
+  EXPECT_TRUE(r.complete);
+  EXPECT_NE(r.header("Content-Type").find("application/json"), std::string::npos) << r.header("Content-Type");
+  const json j = r.json();
+  EXPECT_TRUE(is_openai_error(j)) << r.body;
+  if (!code.empty() && is_openai_error(j)) {
+    EXPECT_EQ(j["error"]["code"], code) << r.body;
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Protocol and validation, over raw sockets.
+
+TEST(HttpProtocol, MalformedJsonIs400WithOpenAiShape) {
+  TestServer s;
+  for (const std::string body : {R"({"model": "tiny", "prompt": "x", )", "not json at all", ""}) {
+    SCOPED_TRACE(body);
+    expect_error_shape(post(s.port(), "/v1/completions", body), 400);
+  }
+  expect_error_shape(post(s.port(), "/v1/chat/completions", R"({"model": "tiny", "messages": [)"), 400, "invalid_json");
+  EXPECT_EQ(s.service().totals().requests, 0);
+}
+
+TEST(HttpProtocol, BodyOverTheLimitIs413) {
+  ServerOptions o;
+  o.max_request_bytes = 4096;
+  TestServer s({}, o);
+  // Padded with the "user" field, so the prompt stays short.
+  auto padded = [](size_t pad) {
+    return json{{"model", kModelName}, {"prompt", kPrompt}, {"max_tokens", 2}, {"user", std::string(pad, 'u')}}.dump();
+  };
+  const std::string big = padded(5000);
+  ASSERT_GT(big.size(), 4096u);
+  expect_error_shape(post(s.port(), "/v1/completions", big), 413, "request_too_large");
+  // Just under the limit, the same server answers.
+  const std::string small = padded(4000);
+  ASSERT_LE(small.size(), 4096u);
+  HttpResponse ok = post(s.port(), "/v1/completions", small);
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(s.service().totals().requests, 1);
+}
+
+TEST(HttpProtocol, RequestSentByteByByteIsServedLikeOneSentAtOnce) {
+  ServiceOptions so;
+  so.prompt_cache_entries = 0;  // both requests computed from scratch
+  TestServer s(so);
+  const std::string request = http_request_text("POST", "/v1/completions", completion_body(kPrompt, 4));
+  HttpConnection at_once(s.port());
+  ASSERT_TRUE(at_once.send(request));
+  const HttpResponse a = at_once.read_response();
+
+  HttpConnection slow(s.port());
+  ASSERT_TRUE(slow.send_slowly(request, milliseconds(2)));
+  const HttpResponse b = slow.read_response();
+
+  ASSERT_EQ(a.status, 200) << a.body;
+  ASSERT_EQ(b.status, 200) << b.body;
+  EXPECT_TRUE(b.complete);
+  EXPECT_EQ(a.json()["choices"], b.json()["choices"]);
+  EXPECT_EQ(a.json()["usage"], b.json()["usage"]);
+  EXPECT_EQ(b.json()["usage"]["completion_tokens"], 4);
+}
+
+TEST(HttpProtocol, WrongContentTypeIs415) {
+  TestServer s;
+  HttpConnection c(s.port());
+  ASSERT_TRUE(c.send(http_request_text("POST", "/v1/completions", completion_body(kPrompt, 2), {}, "text/plain")));
+  expect_error_shape(c.read_response(), 415, "unsupported_media_type");
+  // Parameters after the media type are fine.
+  HttpConnection c2(s.port());
+  ASSERT_TRUE(c2.send(http_request_text("POST", "/v1/completions", completion_body(kPrompt, 2), {},
+                                        "Application/JSON; charset=utf-8")));
+  EXPECT_EQ(c2.read_response().status, 200);
+}
+
+TEST(HttpProtocol, UnknownEndpointIs404) {
+  TestServer s;
+  expect_error_shape(http_call(s.port(), "GET", "/nowhere"), 404, "unknown_endpoint");
+  expect_error_shape(post(s.port(), "/v1/embeddings", R"({"model":"tiny","input":"x"})"), 404, "unknown_endpoint");
+}
+
+TEST(HttpProtocol, GarbageRequestLineIs400) {
+  TestServer s;
+  HttpConnection c(s.port());
+  ASSERT_TRUE(c.send("THIS IS NOT HTTP\r\n\r\n"));
+  const HttpResponse r = c.read_response();
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_TRUE(is_openai_error(r.json())) << r.body;
+  EXPECT_EQ(s.health()["status"], "ok");
+}
+
+TEST(HttpProtocol, GetOnAPostRouteIs405) {
+  TestServer s;
+  for (const char* path : {"/v1/chat/completions", "/v1/completions"}) {
+    SCOPED_TRACE(path);
+    expect_error_shape(http_call(s.port(), "GET", path), 405, "method_not_allowed");
+  }
+}
+
+TEST(HttpProtocol, ApiKey) {
+  ServerOptions o;
+  o.api_key = "sekrit-key";
+  TestServer s({}, o);
+  const std::string body = completion_body(kPrompt, 2);
+  expect_error_shape(post(s.port(), "/v1/completions", body), 401, "invalid_api_key");
+  expect_error_shape(http_call(s.port(), "GET", "/v1/models"), 401, "invalid_api_key");
+  expect_error_shape(post(s.port(), "/v1/completions", body, {{"Authorization", "Bearer wrong"}}), 401, "invalid_api_key");
+  expect_error_shape(post(s.port(), "/v1/completions", body, {{"Authorization", "sekrit-key"}}), 401, "invalid_api_key");
+  EXPECT_EQ(s.service().totals().requests, 0);
+
+  const HttpResponse ok = post(s.port(), "/v1/completions", body, {{"Authorization", "Bearer sekrit-key"}});
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(ok.json()["usage"]["completion_tokens"], 2);
+  EXPECT_EQ(http_call(s.port(), "GET", "/v1/models", std::nullopt, {{"Authorization", "Bearer sekrit-key"}}).status, 200);
+  const HttpResponse health = http_call(s.port(), "GET", "/health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.json()["status"], "ok");
+}
+
+TEST(HttpProtocol, UnknownModelIs404) {
+  TestServer s;
+  const HttpResponse r = post(s.port(), "/v1/chat/completions", json{{"model", "gpt-4o"}, {"messages", kChat}}.dump());
+  expect_error_shape(r, 404, "model_not_found");
+  EXPECT_EQ(r.json()["error"]["param"], "model");
+  expect_error_shape(http_call(s.port(), "GET", "/v1/models/gpt-4o"), 404, "model_not_found");
+  EXPECT_EQ(s.service().totals().requests, 0);
+}
+
+TEST(HttpProtocol, ModelsListsTheServedName) {
+  ServerOptions o;
+  o.model_name = "my-served-name";
+  TestServer s({}, o);
+  const HttpResponse r = http_call(s.port(), "GET", "/v1/models");
+  ASSERT_EQ(r.status, 200);
+  const json j = r.json();
+  EXPECT_EQ(j["object"], "list");
+  ASSERT_EQ(j["data"].size(), 1u);
+  EXPECT_EQ(j["data"][0]["id"], "my-served-name");
+  EXPECT_EQ(j["data"][0]["object"], "model");
+  const HttpResponse one = http_call(s.port(), "GET", "/v1/models/my-served-name");
+  ASSERT_EQ(one.status, 200);
+  EXPECT_EQ(one.json()["id"], "my-served-name");
+  // The served name is the one requests must use.
+  const HttpResponse gen =
+      post(s.port(), "/v1/completions", json{{"model", "my-served-name"}, {"prompt", kPrompt}, {"max_tokens", 2}}.dump());
+  EXPECT_EQ(gen.status, 200) << gen.body;
+  EXPECT_EQ(gen.json()["model"], "my-served-name");
+  expect_error_shape(post(s.port(), "/v1/completions", completion_body(kPrompt, 2)), 404, "model_not_found");
+}
+
+TEST(HttpProtocol, APortInUseIsAnError) {
+  TestServer s;
+  ServerOptions o;
+  o.port = s.port();
+  o.model_name = kModelName;
+  o.log_requests = false;
+  ApiServer second(s.service(), o);
+  EXPECT_THROW(second.bind(), Error);  // not a second listener sharing the port
+  HttpConnection c(s.port(), std::chrono::seconds(5));
+  ASSERT_TRUE(c.send(http_request_text("GET", "/health", std::nullopt)));
+  EXPECT_EQ(c.read_response().status, 200);
+}
+
+TEST(HttpProtocol, ABurstOfConnectionsIsAcceptedAtOnce) {
+  // More clients than a small listen backlog holds connect together: none
+  // may have its SYN dropped (which costs a one-second retransmit).
+  TestServer s;
+  constexpr int kClients = 64;  // httplib's own backlog of 5 dropped some of these (a 1 s retransmit)
+  std::vector<double> seconds(kClients);
+  std::vector<std::unique_ptr<HttpConnection>> conns(kClients);
+  std::barrier start(kClients);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i)
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      const auto t0 = Clock::now();
+      conns[static_cast<size_t>(i)] = std::make_unique<HttpConnection>(s.port());
+      seconds[static_cast<size_t>(i)] = std::chrono::duration<double>(Clock::now() - t0).count();
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kClients; ++i) {
+    EXPECT_TRUE(conns[static_cast<size_t>(i)]->connected());
+    EXPECT_LT(seconds[static_cast<size_t>(i)], 0.9) << "client " << i;
+  }
+  // All send before any reads: more connections than HTTP threads, so the
+  // later ones are only read once earlier ones are answered.
+  for (auto& c : conns) ASSERT_TRUE(c->send(http_request_text("GET", "/health", std::nullopt)));
+  for (auto& c : conns) EXPECT_EQ(c->read_response().status, 200);
+}
+
+// ---------------------------------------------------------------------------
+// Streaming.
+
+TEST(HttpStreaming, ChatStreamCarriesTheSameTurnAsTheJsonAnswer) {
+  ServiceOptions so;
+  so.prompt_cache_entries = 0;
+  TestServer s(so);
+  const HttpResponse whole = post(s.port(), "/v1/chat/completions", chat_body(kChat, 12));
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const json msg = whole.json()["choices"][0]["message"];
+
+  HttpConnection c(s.port());
+  ASSERT_TRUE(c.send(http_request_text("POST", "/v1/chat/completions", chat_body(kChat, 12, true))));
+  HttpResponse head;
+  ASSERT_TRUE(c.read_head(head));
+  EXPECT_EQ(head.status, 200);
+  EXPECT_NE(head.header("Content-Type").find("text/event-stream"), std::string::npos);
+  std::vector<json> events;
+  bool done = false;
+  while (auto e = c.next_event()) {
+    if (*e == "[DONE]") {
+      done = true;
+      break;
+    }
+    events.push_back(json::parse(*e));
+  }
+  ASSERT_TRUE(done);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.front()["choices"][0]["delta"]["role"], "assistant");
+  std::string reasoning, content;
+  for (size_t i = 0; i + 2 < events.size(); ++i) {
+    const json& d = events[i]["choices"][0]["delta"];
+    EXPECT_TRUE(events[i]["choices"][0]["finish_reason"].is_null());
+    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+    if (d.contains("content")) content += d["content"].get<std::string>();
+  }
+  const json& last = events[events.size() - 2];
+  EXPECT_EQ(last["choices"][0]["finish_reason"], whole.json()["choices"][0]["finish_reason"]);
+  const json& usage = events.back();
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"], whole.json()["usage"]);
+  EXPECT_EQ(content, msg["content"].get<std::string>());
+  EXPECT_EQ(reasoning, msg.value("reasoning_content", std::string()));
+}
+
+// ---------------------------------------------------------------------------
+// Clients that go away.
+
+TEST(HttpDisconnect, ClientGoneMidStreamStopsTheGeneration) {
+  const json expected = solo_completion(kPrompt, 5);
+  ServiceOptions so;
+  so.step_delay_ms = 30;
+  TestServer s(so);
+  constexpr int kMaxTokens = 2000;  // a minute at 30 ms a token if nobody stopped it
+
+  HttpConnection c(s.port());
+  const auto sent = Clock::now();
+  ASSERT_TRUE(c.send(http_request_text("POST", "/v1/chat/completions", chat_body(kChat, kMaxTokens, true))));
+  HttpResponse head;
+  ASSERT_TRUE(c.read_head(head));
+  ASSERT_EQ(head.status, 200);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(c.next_event().has_value()) << "event " << i;
+  c.close();
+  const auto closed = Clock::now();
+  // At most one token per step delay can have been made before the close.
+  const int64_t before_close =
+      std::chrono::duration_cast<milliseconds>(closed - sent).count() / so.step_delay_ms + 1;
+
+  // The next request is served as soon as the abandoned one notices, not
+  // after its 2000 tokens.
+  const HttpResponse next = post(s.port(), "/v1/completions", completion_body(kPrompt, 5));
+  const double next_seconds = std::chrono::duration<double>(Clock::now() - closed).count();
+  ASSERT_EQ(next.status, 200) << next.body;
+  EXPECT_EQ(next.json()["choices"], expected["choices"]);
+  EXPECT_LT(next_seconds, 10.0);
+
+  const auto t = s.service().totals();
+  EXPECT_EQ(t.requests, 2);
+  const int64_t abandoned = t.generated_tokens - 5;
+  EXPECT_GE(abandoned, 1);  // three events: the role and text of at least one token
+  EXPECT_LE(abandoned, before_close + 2) << "the generation went on after the client left";
+  const json h = s.health();
+  EXPECT_EQ(h["generating"], 0);
+  EXPECT_EQ(h["waiting"], 0);
+}
+
+TEST(HttpDisconnect, ClientGoneWhileQueuedLeavesTheLine) {
+  ServiceOptions so;
+  so.step_delay_ms = 20;
+  TestServer s(so);
+  // A streaming request keeps the generator busy (for a minute, unless it
+  // is dropped) until this test is done with the line behind it.
+  HttpConnection busy(s.port());
+  ASSERT_TRUE(busy.send(http_request_text("POST", "/v1/completions", completion_body(kPrompt, 3000, true))));
+  HttpResponse head;
+  ASSERT_TRUE(busy.read_head(head));
+  ASSERT_EQ(head.status, 200);
+  ASSERT_TRUE(busy.next_event().has_value());
+  EXPECT_EQ(s.health()["generating"], 1);
+
+  // One plain and one streaming client queue behind it, then vanish (one
+  // with an orderly close, one with a reset).
+  HttpConnection plain(s.port()), streaming(s.port());
+  ASSERT_TRUE(plain.send(http_request_text("POST", "/v1/completions", completion_body("queued one", 5))));
+  ASSERT_TRUE(streaming.send(http_request_text("POST", "/v1/chat/completions", chat_body(kChat, 5, true))));
+  EXPECT_TRUE(eventually([&] { return s.health()["waiting"] == 2; }, milliseconds(3000))) << s.health().dump();
+  plain.close();
+  streaming.close(/*reset=*/true);
+  EXPECT_TRUE(eventually([&] { return s.health()["waiting"] == 0; }, milliseconds(1000))) << s.health().dump();
+  // Still the first one generating: the line shrank because they left.
+  EXPECT_EQ(s.health()["generating"], 1);
+  EXPECT_TRUE(busy.next_event().has_value());
+  EXPECT_EQ(s.service().totals().requests, 1);
+
+  busy.close();
+  EXPECT_TRUE(eventually([&] { return s.health()["generating"] == 0; }, milliseconds(2000))) << s.health().dump();
+  std::this_thread::sleep_for(milliseconds(100));
+  const auto t = s.service().totals();
+  EXPECT_EQ(t.requests, 1) << "a vanished queued request was generated";
+  EXPECT_LT(t.generated_tokens, 3000);
+  const json h = s.health();
+  EXPECT_EQ(h["waiting"], 0);
+  EXPECT_EQ(h["refused"], 0);
+
+  // The line works on: the next request is served at once.
+  const HttpResponse next = post(s.port(), "/v1/completions", completion_body("queued one", 3));
+  EXPECT_EQ(next.status, 200) << next.body;
+  EXPECT_EQ(s.service().totals().requests, 2);
+}
+
+// ---------------------------------------------------------------------------
+// Load: more clients than the line holds.
+
+TEST(HttpLoad, SixteenClientsAgainstAQueueOfFour) {
+  constexpr int kClients = 16, kQueue = 4, kTokens = 10;
+  const json expected = solo_completion(kPrompt, kTokens);
+  ASSERT_EQ(expected["usage"]["completion_tokens"], kTokens) << "the prompt must not end early for this test";
+  const std::string expected_text = expected["choices"][0]["text"];
+
+  ServiceOptions so;
+  so.step_delay_ms = 50;  // a generation lasts >= 0.5 s: every client arrives while the first runs
+  ServerOptions o;
+  o.queue = kQueue;
+  TestServer s(so, o);
+  const std::string request = http_request_text("POST", "/v1/completions", completion_body(kPrompt, kTokens));
+
+  int64_t rss_after_first = 0;
+  for (int burst = 0; burst < 3; ++burst) {
+    SCOPED_TRACE("burst " + std::to_string(burst));
+    std::vector<HttpResponse> responses(kClients);
+    std::barrier start(kClients);
+    std::vector<std::thread> clients;
+    for (int i = 0; i < kClients; ++i)
+      clients.emplace_back([&, i] {
+        HttpConnection c(s.port());  // connected before the start, so the requests go out together
+        start.arrive_and_wait();
+        if (c.send(request)) responses[static_cast<size_t>(i)] = c.read_response();
+      });
+    for (auto& t : clients) t.join();
+
+    int ok = 0, refused = 0;
+    for (const HttpResponse& r : responses) {
+      if (r.status == 200) {
+        ++ok;
+        EXPECT_EQ(text_of(r), expected_text);
+        EXPECT_EQ(r.json()["usage"]["completion_tokens"], kTokens);
+      } else if (r.status == 429) {
+        ++refused;
+        expect_error_shape(r, 429, "queue_full");
+        const std::string retry = r.header("Retry-After");
+        EXPECT_FALSE(retry.empty());
+        EXPECT_GE(std::atoi(retry.c_str()), 1) << retry;
+        EXPECT_EQ(r.json()["error"]["type"], "rate_limit_error");
+      } else {
+        ADD_FAILURE() << "status " << r.status << ": " << r.body;
+      }
+    }
+    EXPECT_EQ(ok, kQueue + 1);
+    EXPECT_EQ(refused, kClients - kQueue - 1);
+    const json h = s.health();
+    EXPECT_EQ(h["generating"], 0);
+    EXPECT_EQ(h["waiting"], 0);
+    EXPECT_EQ(h["refused"], (burst + 1) * (kClients - kQueue - 1));
+    if (burst == 0) rss_after_first = vm_rss_kb();
+  }
+  const int64_t rss_after_last = vm_rss_kb();
+  std::printf("[ rss ] after burst 1: %lld kB, after burst 3: %lld kB\n", static_cast<long long>(rss_after_first),
+              static_cast<long long>(rss_after_last));
+  ASSERT_GT(rss_after_first, 0);
+  EXPECT_LT(rss_after_last - rss_after_first, 64 * 1024) << "VmRSS grew from " << rss_after_first << " kB to "
+                                                         << rss_after_last << " kB over two bursts";
+  EXPECT_EQ(s.service().totals().requests, 3 * (kQueue + 1));
+}
+
+// ---------------------------------------------------------------------------
+// Prompt reuse.
+
+TEST(HttpPromptReuse, SameCompletionTwiceReusesAllButOnePosition) {
+  ServiceOptions cold_opts;
+  cold_opts.prompt_cache_entries = 0;
+  TestServer cold(cold_opts);
+  TestServer warm;
+  const std::string body = completion_body(kPrompt, 8);
+
+  const HttpResponse c1 = post(cold.port(), "/v1/completions", body);
+  const HttpResponse c2 = post(cold.port(), "/v1/completions", body);
+  ASSERT_EQ(c1.status, 200) << c1.body;
+  ASSERT_EQ(c2.status, 200) << c2.body;
+  EXPECT_EQ(c2.json()["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+
+  const HttpResponse w1 = post(warm.port(), "/v1/completions", body);
+  ASSERT_EQ(w1.status, 200) << w1.body;
+  const int64_t n = w1.json()["usage"]["prompt_tokens"];
+  ASSERT_GE(n, 2);
+  EXPECT_EQ(w1.json()["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  const auto t1 = warm.service().totals();
+  EXPECT_EQ(t1.prefill_positions, n);
+
+  const HttpResponse w2 = post(warm.port(), "/v1/completions", body);
+  ASSERT_EQ(w2.status, 200) << w2.body;
+  EXPECT_EQ(w2.json()["usage"]["prompt_tokens"], n);
+  EXPECT_EQ(w2.json()["usage"]["prompt_tokens_details"]["cached_tokens"], n - 1);
+  const auto t2 = warm.service().totals();
+  EXPECT_EQ(t2.prefill_positions - t1.prefill_positions, 1);
+  EXPECT_EQ(t2.reused_positions - t1.reused_positions, n - 1);
+
+  for (const HttpResponse* r : {&c2, &w1, &w2}) {
+    EXPECT_EQ(r->json()["choices"], c1.json()["choices"]);
+    EXPECT_EQ(r->json()["usage"]["completion_tokens"], c1.json()["usage"]["completion_tokens"]);
+  }
+  EXPECT_GE(warm.health()["prompt_cache"]["entries"], 1);
+  EXPECT_EQ(cold.health()["prompt_cache"]["entries"], 0);
+}
+
+TEST(HttpPromptReuse, ChatFollowUpReusesTheFirstTurn) {
+  ServiceOptions cold_opts;
+  cold_opts.prompt_cache_entries = 0;
+  TestServer cold(cold_opts);
+  TestServer warm;
+
+  const HttpResponse first = post(warm.port(), "/v1/chat/completions", chat_body(kChat, 12));
+  ASSERT_EQ(first.status, 200) << first.body;
+  const int64_t n1 = first.json()["usage"]["prompt_tokens"];
+  const json reply = first.json()["choices"][0]["message"];
+  json assistant = {{"role", "assistant"}, {"content", reply["content"]}};
+  if (reply.contains("reasoning_content")) assistant["reasoning_content"] = reply["reasoning_content"];
+  json follow = kChat;
+  follow.push_back(assistant);
+  follow.push_back({{"role", "user"}, {"content", "Tell me more."}});
+
+  const auto before = warm.service().totals();
+  const HttpResponse warm2 = post(warm.port(), "/v1/chat/completions", chat_body(follow, 12));
+  const HttpResponse cold2 = post(cold.port(), "/v1/chat/completions", chat_body(follow, 12));
+  ASSERT_EQ(warm2.status, 200) << warm2.body;
+  ASSERT_EQ(cold2.status, 200) << cold2.body;
+  const json u = warm2.json()["usage"];
+  const int64_t n2 = u["prompt_tokens"], cached = u["prompt_tokens_details"]["cached_tokens"];
+  EXPECT_GT(n2, n1);
+  EXPECT_GE(cached, n1 - 1);
+  EXPECT_LT(cached, n2);
+  EXPECT_EQ(warm.service().totals().prefill_positions - before.prefill_positions, n2 - cached);
+  EXPECT_EQ(cold2.json()["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(cold2.json()["usage"]["prompt_tokens"], n2);
+  EXPECT_EQ(warm2.json()["choices"][0]["message"], cold2.json()["choices"][0]["message"]);
+  EXPECT_EQ(warm2.json()["usage"]["completion_tokens"], cold2.json()["usage"]["completion_tokens"]);
+}
