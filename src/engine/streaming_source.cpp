@@ -20,7 +20,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 StreamingExpertSource::StreamingExpertSource(const StoreManifest& m, const StreamOptions& o, HeatHistogram* heat,
                                              Monitor* monitor, int64_t experts_per_token)
-    : m_(m), heat_(heat), monitor_(monitor) {
+    : m_(m), heat_(heat), monitor_(monitor), evictable_slots_(o.cache_slots), experts_per_token_(experts_per_token) {
   CacheOptions co;
   co.record_bytes = m.expert_bytes;
   co.slots = o.cache_slots;
@@ -174,7 +174,28 @@ ExpertHandle StreamingExpertSource::get(int64_t layer, int64_t expert) {
   return {copy->data(), copy};
 }
 
+// A prefetch for layer L+1 is issued while layer L still has its own reads
+// to make, and those take slots first: a prefetched expert evicted to make
+// room for them was read for nothing. Layer L of a T-row pass needs about
+// E (1 - (1 - k/E)^T) experts (the expected union of T routes of k among E),
+// so prefetch only into the slots left after that and the demand reserve.
+// (Measured before this rule: a 512-token prefill with a cache smaller than
+// one layer's union read 1.40x the bytes it needed, every prefetch evicted
+// unused; bench/results/2026-11-29-prefill-before-room-rule.)
+size_t StreamingExpertSource::prefetch_room() const {
+  const double E = static_cast<double>(m_.experts), k = static_cast<double>(experts_per_token_);
+  const double T = static_cast<double>(std::max<size_t>(pass_positions_, 1));
+  const double union_size = E * (1.0 - std::pow(1.0 - k / E, T));
+  const double room = static_cast<double>(evictable_slots_) - std::ceil(union_size) - k;
+  return room > 0 ? static_cast<size_t>(room) : 0;
+}
+
 void StreamingExpertSource::prefetch(int64_t layer, std::span<const int64_t> experts) {
+  const size_t room = prefetch_room();
+  if (experts.size() > room) {
+    c_.prefetch_skipped += experts.size() - room;
+    experts = experts.first(room);  // single-row predictions come most confident first
+  }
   for (int64_t e : experts) {
     ExpertCache::Claim c = cache_->acquire(key(layer, e), false);
     if (c.outcome == ExpertCache::Outcome::Full) break;  // the rest would not fit either

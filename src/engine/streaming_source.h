@@ -27,6 +27,7 @@ struct StreamCounters {
   uint64_t misses = 0;         // demand reads started
   uint64_t bytes_read = 0;     // completed reads, demand and prefetch
   uint64_t prefetch_issued = 0, prefetch_cancelled = 0;
+  uint64_t prefetch_skipped = 0;  // predictions not read: no room left after the current layer's reads
   double wait_s = 0;           // engine thread blocked on reads
 };
 
@@ -59,6 +60,7 @@ private:
   int64_t key(int64_t layer, int64_t expert) const { return layer * m_.experts + expert; }
   void submit(int64_t layer, int64_t expert, int slot, ReadPriority priority);
   void cancel_stale(int64_t layer, std::span<const int64_t> needed);
+  size_t prefetch_room() const;
 
   const StoreManifest& m_;
   HeatHistogram* heat_;
@@ -70,6 +72,8 @@ private:
   StreamCounters c_;  // engine-thread fields
   std::atomic<uint64_t> bytes_read_{0};
   size_t pass_positions_ = 0;
+  size_t evictable_slots_;
+  int64_t experts_per_token_;
 };
 
 }  // namespace deltafin

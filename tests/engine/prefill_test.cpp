@@ -184,3 +184,33 @@ TEST(ExpertMajorPrefill, GenerateUsesTheChunkAndStopsBetweenPasses) {
   EXPECT_TRUE(none.empty());
   EXPECT_EQ(c.length(), 7);  // the first pass ran, the stop was noticed before the second
 }
+
+TEST(ExpertMajorPrefill, NoPrefetchIntoSlotsTheCurrentLayerWillTake) {
+  // A 40-row pass of the tiny model needs about all 16 experts of a layer;
+  // with a cache of the working set only there is no room to keep a
+  // prediction for the next layer until it comes, so none is read (each
+  // would be evicted unused). A one-row pass with the whole model cached
+  // prefetches as before.
+  const std::vector<uint32_t> prompt = test::random_tokens(15, 40, 700);
+  EngineOptions o;
+  o.cache_gb = 0;
+  o.lookahead = LookaheadMode::On;
+  o.save_heat = false;
+  o.reader.chunk_bytes = 8192;
+  auto m = load_k3_store(checkpoint().store(1), o);
+  K3Session s(m->config);
+  prefill(*m->model, s, prompt, 0);
+  StreamCounters c = m->stream->counters();
+  EXPECT_EQ(c.prefetch_issued, 0u);
+  EXPECT_GT(c.prefetch_skipped, 0u);
+  EXPECT_EQ(c.bytes_read, c.misses * m->manifest->expert_bytes);
+
+  o.cache_gb = 1.0;  // every expert fits
+  auto big = load_k3_store(checkpoint().store(1), o);
+  K3Session s2(big->config);
+  for (size_t i = 0; i < 8; ++i) {
+    const uint32_t one[1] = {prompt[i]};
+    big->model->forward(s2, one, false);
+  }
+  EXPECT_GT(big->stream->counters().prefetch_issued, 0u);
+}
