@@ -23,6 +23,7 @@
 #include "model/kimi_k3/generator.h"
 #include "server/generation_service.h"
 #include "server/http_test_client.h"
+#include "server/shared_test_model.h"
 #include "support/test_support.h"
 #include "util/error.h"
 
@@ -40,25 +41,7 @@ namespace {
 
 const char* kModelName = "tiny";
 
-// One tiny checkpoint and one loaded model for every test of this file.
-struct SharedModel {
-  test::TempDir dir;
-  std::unique_ptr<LoadedK3> m;
-  SharedModel() {
-    GenerateOptions o;
-    o.out_dir = dir.path();
-    o.seed = 11;
-    o.dims = preset_dims("tiny");
-    o.progress = false;
-    generate_k3_checkpoint(o);
-    m = load_k3_resident(dir.path(), 1);
-  }
-};
-
-LoadedK3& model() {
-  static SharedModel s;
-  return *s.m;
-}
+LoadedK3& model() { return test::shared_tiny_model(11); }
 
 // A server on a free loopback port, serving on its own thread until destroyed.
 class TestServer {

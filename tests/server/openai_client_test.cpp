@@ -44,6 +44,9 @@ extern char** environ;
 namespace deltafin {
 namespace {
 
+using test::FileLock;
+using test::shell_quote;
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
@@ -53,27 +56,7 @@ constexpr auto kServerStartLimit = std::chrono::seconds(60);
 constexpr auto kServerStopLimit = std::chrono::seconds(30);
 constexpr auto kNodeLimit = std::chrono::seconds(600);
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
-// Holds an exclusive flock on a file for its lifetime.
-class FileLock {
-public:
-  explicit FileLock(const std::string& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
-    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
-  }
-  ~FileLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
-
-private:
-  int fd_;
-};
 
 // ---------------------------------------------------------------------------
 // Child processes: stdout and stderr go to one pipe this process reads.

@@ -12,6 +12,7 @@
 
 #include "engine/loaded_model.h"
 #include "model/kimi_k3/generator.h"
+#include "server/shared_test_model.h"
 #include "support/test_support.h"
 
 using namespace deltafin;
@@ -20,24 +21,7 @@ namespace {
 
 using Ids = std::vector<uint32_t>;
 
-struct SharedModel {
-  test::TempDir dir;
-  std::unique_ptr<LoadedK3> m;
-  SharedModel() {
-    GenerateOptions o;
-    o.out_dir = dir.path();
-    o.seed = 23;
-    o.dims = preset_dims("tiny");
-    o.progress = false;
-    generate_k3_checkpoint(o);
-    m = load_k3_resident(dir.path(), 1);
-  }
-};
-
-LoadedK3& lm() {
-  static SharedModel s;
-  return *s.m;
-}
+LoadedK3& lm() { return test::shared_tiny_model(23); }
 const K3Config& cfg() { return lm().config; }
 
 Ids tokens(uint64_t seed, size_t n) { return test::random_tokens(seed, n, static_cast<uint32_t>(cfg().vocab_size)); }

@@ -30,6 +30,22 @@ std::string deltafin_binary();  // the built deltafin executable
 // n pseudo-random token ids below vocab, the same for the same seed (an LCG).
 std::vector<uint32_t> random_tokens(uint64_t seed, size_t n, uint32_t vocab);
 
+// s in single quotes for /bin/sh, inner quotes escaped.
+std::string shell_quote(const std::string& s);
+
+// Holds an exclusive flock on a file for its lifetime, so parallel test
+// processes (ctest -j) do not install or run the same thing at once.
+class FileLock {
+public:
+  explicit FileLock(const std::string& path);
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+private:
+  int fd_;
+};
+
 // Runs a shell command; returns its exit status and fills *output with
 // stdout+stderr.
 int run_command(const std::string& command, std::string* output);

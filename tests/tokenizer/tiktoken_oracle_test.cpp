@@ -38,6 +38,9 @@
 namespace deltafin {
 namespace {
 
+using test::FileLock;
+using test::shell_quote;
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -46,33 +49,12 @@ constexpr const char* kPackageVersion = "1.0.22";
 constexpr uint64_t kCorpusSeed = 20240917;
 constexpr size_t kCorpusSize = 24000;
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ull) {
   for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
   return h;
 }
 
-// Holds an exclusive flock on a file for its lifetime, so parallel test
-// processes do not install or run the oracle at the same time.
-class FileLock {
-public:
-  explicit FileLock(const std::string& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
-    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
-  }
-  ~FileLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
-
-private:
-  int fd_;
-};
 
 struct Oracle {
   bool ok = false;
