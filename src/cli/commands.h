@@ -26,5 +26,6 @@ Command add_logits(CLI::App& app);
 Command add_setup(CLI::App& app);
 Command add_doctor(CLI::App& app);
 Command add_serve(CLI::App& app);
+Command add_trace_plot(CLI::App& app);
 
 }  // namespace deltafin::cli
