@@ -28,7 +28,10 @@ TEST(Crc32c, HardwareMatchesPortableAndChains) {
   Rng rng(7);
   std::vector<uint8_t> buf(100003);
   for (auto& b : buf) b = static_cast<uint8_t>(rng.next());
-  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{4096}, buf.size()}) {
+  // 12288 = one block of the three interleaved 4 KiB stretches; sizes around
+  // it and several blocks plus a tail cover the join and the remainder.
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{4096}, size_t{12287}, size_t{12288},
+                   size_t{12289}, size_t{24576 + 4100}, size_t{3 * 12288 + 7}, buf.size()}) {
     EXPECT_EQ(crc32c(buf.data(), n), crc32c_portable(buf.data(), n)) << n;
     const size_t half = n / 3;
     EXPECT_EQ(crc32c(buf.data() + half, n - half, crc32c(buf.data(), half)), crc32c(buf.data(), n)) << n;
