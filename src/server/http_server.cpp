@@ -290,6 +290,10 @@ bool stream_job(GenerationService& service, Job& job_ref, bool chat, httplib::Da
 
 void ApiServer::handle_generation(api::Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
   auto job = std::make_shared<Job>();
+  // Found first, while the client is surely still connected: a client that
+  // resets after taking its place in line could no longer be found by its
+  // address pair (getpeername fails), and would then never be seen leaving.
+  job->peer = std::make_unique<PeerSocket>(req.local_port, req.remote_addr, req.remote_port);
   try {
     const std::string ct = req.get_header_value("Content-Type");
     if (!is_json_content_type(ct))
@@ -311,7 +315,6 @@ void ApiServer::handle_generation(api::Endpoint endpoint, const httplib::Request
   job->head.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(started_) + "-" + std::to_string(next_id_++);
   job->head.created = unix_now();
   job->head.model = o_.model_name;
-  job->peer = std::make_unique<PeerSocket>(req.local_port, req.remote_addr, req.remote_port);
 
   auto record = [this](const Job& j, const JobResult& r) {
     const double s = r.outcome.seconds;
