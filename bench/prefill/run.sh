@@ -18,11 +18,8 @@ N=${1:-2}
 MBPS=${2:-400}
 MEM=${3:-1800M}
 CACHE_GB=${4:-1.0}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-RIG=${DFBENCH_RIG:-$ROOT/../shared/bench}
-DF=$ROOT/build/release/deltafin
-WORK=${DFBENCH_WORK:-/var/tmp/df}
-CKPT=$WORK/bench
+# shellcheck source=SCRIPTDIR/../lib.sh
+source "$(dirname "$0")/../lib.sh"
 THREADS=${THREADS:-2}
 LOOKAHEAD=${LOOKAHEAD:-auto}
 LENGTHS=${LENGTHS:-16 128 512}
@@ -31,27 +28,13 @@ CHUNK=${CHUNK:-0}
 OUT=$ROOT/bench/results/$(date +%Y-%m-%d)-prefill${SUFFIX:-}
 mkdir -p "$OUT" "$WORK"
 
-[ -x "$DF" ] || { echo "build first: scripts/build.sh release" >&2; exit 1; }
-command -v fio >/dev/null || { echo "fio is needed: apt-get install fio" >&2; exit 1; }
-[ -f "$CKPT/config.json" ] || "$DF" make-model --preset bench --out "$CKPT"
+bench_prerequisites
 trap '"$RIG/drives-down.sh" >/dev/null 2>&1 || true' EXIT
 
-"$RIG/drives-up.sh" "$N" "$MBPS" >/dev/null
-drives=()
-for ((i = 0; i < N; i++)); do drives+=("/mnt/dfdrive$i"); done
-jobs=()
-for d in "${drives[@]}"; do
-  jobs+=(--name="$(basename "$d")" --filename="$d/fio.dat" --size=3G)
-  [ -f "$d/fio.dat" ] || fio --name=prep --filename="$d/fio.dat" --size=3G --rw=write --bs=4M --direct=1 >/dev/null
-done
-"$RIG/in-cgroup.sh" --mem "$MEM" -- fio --rw=randread --bs=4M --iodepth=4 --ioengine=libaio --direct=1 \
-    --time_based --runtime=15 --ramp_time=2 --group_reporting=0 --output-format=json "${jobs[@]}" \
-    >"$OUT/fio.json" 2>/dev/null
+bench_drives_up "$N" "$MBPS"
+bench_fio "$MEM" "$OUT/fio.json" /dev/null
 
-mbps=$(printf "$MBPS%.0s," $(seq "$N")); mbps=${mbps%,}
-dlist=$(IFS=,; echo "${drives[*]}")
-for d in "${drives[@]}"; do rm -rf "$d/deltafin-experts"; done
-rm -rf "$WORK/prefill-store"
+bench_fresh_store "$WORK/prefill-store"
 "$DF" setup --from "$CKPT" --store "$WORK/prefill-store" --drives "$dlist" --drive-mbps "$mbps" --quiet >"$OUT/setup.log" 2>&1
 
 ids() { python3 -c "import sys; n=int(sys.argv[1]); print(','.join(str(300 + (i * 37) % 700) for i in range(n)))" "$1"; }

@@ -15,11 +15,8 @@ MBPS=${1:-250}
 MEM=${2:-1800M}
 CACHE_GB=${3:-1.0}
 TOKENS=${4:-8}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-RIG=${DFBENCH_RIG:-$ROOT/../shared/bench}
-DF=$ROOT/build/release/deltafin
-WORK=${DFBENCH_WORK:-/var/tmp/df}
-CKPT=$WORK/bench
+# shellcheck source=SCRIPTDIR/../lib.sh
+source "$(dirname "$0")/../lib.sh"
 REPLICATE=${REPLICATE:-0}
 SUFFIX=""
 ((REPLICATE)) && SUFFIX=-replicated
@@ -29,32 +26,15 @@ THREADS=${THREADS:-2}  # compute threads; the machine this was written on has 2 
 FIRST_N=$( ((REPLICATE)) && echo 2 || echo 1)
 mkdir -p "$OUT" "$WORK"
 
-[ -x "$DF" ] || { echo "build first: scripts/build.sh release" >&2; exit 1; }
-command -v fio >/dev/null || { echo "fio is needed: apt-get install fio" >&2; exit 1; }
-# The bench checkpoint: K3 expert dimensions (17.5 MB records), 5 MoE layers x 64 experts = 5.6 GB.
-[ -f "$CKPT/config.json" ] || "$DF" make-model --preset bench --out "$CKPT"
+bench_prerequisites
 
 for N in $(seq "$FIRST_N" 4); do
-  "$RIG/drives-up.sh" "$N" "$MBPS" >/dev/null
-  drives=()
-  for ((i = 0; i < N; i++)); do drives+=("/mnt/dfdrive$i"); done
-
-  # fio: the same pattern the reader uses (4 MB direct reads, queue depth 4 per drive).
-  jobs=()
-  for d in "${drives[@]}"; do
-    jobs+=(--name="$(basename "$d")" --filename="$d/fio.dat" --size=3G)
-  done
-  for d in "${drives[@]}"; do [ -f "$d/fio.dat" ] || fio --name=prep --filename="$d/fio.dat" --size=3G --rw=write --bs=4M --direct=1 >/dev/null; done
-  "$RIG/in-cgroup.sh" --mem "$MEM" -- fio --rw=randread --bs=4M --iodepth=4 --ioengine=libaio --direct=1 \
-      --time_based --runtime=15 --ramp_time=2 --group_reporting=0 --output-format=json "${jobs[@]}" \
-      >"$OUT/fio-$N.json" 2>"$OUT/fio-$N.cgroup.txt"
+  bench_drives_up "$N" "$MBPS"
+  bench_fio "$MEM" "$OUT/fio-$N.json" "$OUT/fio-$N.cgroup.txt"
 
   # A store over these drives: setup writes unthrottled; the bandwidth it
   # records is the throttle's (its probe would run outside the throttle cgroup).
-  mbps=$(printf "$MBPS%.0s," $(seq "$N")); mbps=${mbps%,}
-  dlist=$(IFS=,; echo "${drives[*]}")
-  for d in "${drives[@]}"; do rm -rf "$d/deltafin-experts"; done
-  rm -rf "$WORK/store$N"
+  bench_fresh_store "$WORK/store$N"
   replicate=()
   if ((REPLICATE)); then
     # Replication follows the heat histogram: give every routed expert the same heat.

@@ -22,6 +22,9 @@ int run(const DoctorArgs& a) {
   DoctorReport r = run_doctor(a.store, a.full, !a.quiet, a.threads);
   for (size_t i = 0; i < r.problems.size() && i < kMaxListed; ++i) std::printf("problem: %s\n", r.problems[i].c_str());
   if (r.problems.size() > kMaxListed) std::printf("... and %zu more problems\n", r.problems.size() - kMaxListed);
+  if (r.not_fetched)
+    std::printf("streamed store: %llu expert files not fetched from the mirror yet (fetched on first use or by `deltafin prefetch`)\n",
+                static_cast<unsigned long long>(r.not_fetched));
   std::printf("doctor %s: %llu files checked%s, %zu problem%s%s\n", a.store.c_str(),
               static_cast<unsigned long long>(r.files_checked),
               a.full ? (", " + human_bytes(static_cast<double>(r.bytes_hashed)) + " hashed").c_str() : " (sizes only; --full hashes)",

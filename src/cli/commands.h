@@ -24,6 +24,7 @@ Command add_make_model(CLI::App& app);
 Command add_run(CLI::App& app);
 Command add_logits(CLI::App& app);
 Command add_setup(CLI::App& app);
+Command add_prefetch(CLI::App& app);
 Command add_doctor(CLI::App& app);
 Command add_serve(CLI::App& app);
 Command add_trace_plot(CLI::App& app);

@@ -22,6 +22,12 @@ void add_model_options(CLI::App* sub, ModelArgs& a) {
   sub->add_option("--chunk-mb", a.chunk_mb, "Store: read size in MB (rounded to 4 KiB)")->check(CLI::Range(0.004096, 1024.0))->capture_default_str();
   sub->add_flag("--buffered", a.buffered, "Store: buffered reads instead of O_DIRECT (for file systems that refuse it)");
   sub->add_option("--trace", a.trace, "Store: write every expert read and hit as JSON lines to this file");
+  sub->add_option("--fetch-threads", a.fetch_threads, "Streamed store: parallel downloads from the mirror")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  sub->add_option("--disk-budget", a.disk_budget_gb,
+                  "Streamed store: GB of the drives fetched experts may take (overrides setup's; 0 = no limit)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 std::unique_ptr<LoadedK3> load_model(const ModelArgs& a) {
@@ -42,6 +48,8 @@ std::unique_ptr<LoadedK3> load_model(const ModelArgs& a) {
   o.reader.chunk_bytes = std::max<uint64_t>(4096, static_cast<uint64_t>(a.chunk_mb * 1e6) / 4096 * 4096);
   o.reader.direct = !a.buffered;
   o.trace = a.trace;
+  o.fetch_threads = a.fetch_threads;
+  o.disk_budget_gb = a.disk_budget_gb;
   return load_k3_store(a.store, o);
 }
 

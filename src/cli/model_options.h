@@ -21,6 +21,8 @@ struct ModelArgs {
   int queue_depth = 4, prefetch_depth = 1;
   double chunk_mb = 4;
   bool buffered = false;
+  int fetch_threads = 4;
+  std::optional<double> disk_budget_gb;
 };
 
 void add_model_options(CLI::App* sub, ModelArgs& a);

@@ -18,6 +18,10 @@ struct EngineOptions {
   ReaderOptions reader;
   std::string trace;               // JSON-lines read trace, "" = none
   bool save_heat = true;           // write the updated heat histogram back to the store
+  // Streamed stores (setup --stream): parallel downloads from the mirror and
+  // an override of the store's disk budget for fetched experts (GB, 0 = none).
+  int fetch_threads = 4;
+  std::optional<double> disk_budget_gb;
 };
 
 }  // namespace deltafin

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <sstream>
 
+#include "remote/prefetch_experts.h"
 #include "store/spine_file.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -30,6 +31,11 @@ std::string LoadedK3::describe() const {
       << human_bytes(static_cast<double>(memory.cache_bytes())) << ", lookahead "
       << lookahead_mode_name(lookahead ? lookahead->mode() : LookaheadMode::Off) << ", io "
       << io_engine_name(stream->reader().engine());
+    if (const ExpertFetcher* f = stream->fetcher()) {
+      o << "; missing experts fetched from " << f->url() << " (" << f->local_experts() << " on the drives";
+      if (f->disk_budget_bytes()) o << ", disk budget " << human_bytes(static_cast<double>(f->disk_budget_bytes()));
+      o << ")";
+    }
   }
   return o.str();
 }
@@ -83,6 +89,17 @@ std::unique_ptr<LoadedK3> load_k3_store(const std::string& store_dir, const Engi
   so.cache_slots = m->memory.cache_slots;
   so.pinned_slots = m->memory.pinned_slots;
   so.reader = o.reader;
+  if (man.remote) {
+    so.store_dir = store_dir;
+    FetchOptions fo;
+    fo.threads = o.fetch_threads;
+    fo.matrices = expert_matrix_shapes(c);
+    if (o.disk_budget_gb) {
+      if (!(*o.disk_budget_gb >= 0)) fail("--disk-budget: ", *o.disk_budget_gb, " (must be >= 0 GB)");
+      fo.disk_budget_bytes = static_cast<uint64_t>(*o.disk_budget_gb * 1e9);
+    }
+    so.fetch = fo;
+  }
   auto source = std::make_unique<StreamingExpertSource>(man, so, m->heat.get(), m->monitor.get(), c.num_experts_per_token);
   m->stream = source.get();
   m->experts = std::move(source);

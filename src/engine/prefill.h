@@ -12,8 +12,8 @@
 // measured choice (bench/results/*-prefill.md).
 #pragma once
 
-#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "model/kimi_k3/model.h"
@@ -27,9 +27,9 @@ inline constexpr int64_t kDefaultPrefillChunk = 512;
 // Runs `tokens` at positions session.length()... in passes of at most
 // `chunk` positions (0 = all in one pass), telling `observer` (may be null)
 // before and after each pass as a prefill step. Returns the last position's
-// logits [1, V]; stops early (returning empty Rows) when *stop turns true
-// between passes.
+// logits [1, V]; stops early (returning empty Rows) when `cancelled` (may be
+// empty) returns true between passes. It is not asked before the first pass.
 Rows prefill(K3Model& model, K3Session& session, std::span<const uint32_t> tokens, int64_t chunk,
-             StepObserver* observer = nullptr, const std::atomic<bool>* stop = nullptr);
+             StepObserver* observer = nullptr, const std::function<bool()>& cancelled = {});
 
 }  // namespace deltafin

@@ -34,6 +34,9 @@ void RunStatsCollector::step_end(bool prefill) {
   s.misses = e.stream.misses - b.stream.misses;
   s.prefetch_issued = e.stream.prefetch_issued - b.stream.prefetch_issued;
   s.prefetch_cancelled = e.stream.prefetch_cancelled - b.stream.prefetch_cancelled;
+  s.fetched = e.stream.fetch.fetched - b.stream.fetch.fetched;
+  s.fetch_bytes = e.stream.fetch.bytes - b.stream.fetch.bytes;
+  s.fetch_s = e.stream.fetch.seconds - b.stream.fetch.seconds;
   s.pilot_hits = e.look.pilot_hits - b.look.pilot_hits;
   s.pilot_actual = e.look.actual - b.look.actual;
   for (size_t d = 0; d < e.drives.size(); ++d)
@@ -66,6 +69,11 @@ std::string RunStatsCollector::format_step(size_t index, const StepStats& s) {
   if (!s.drive_mb_s.empty()) {
     out += ", drives MB/s";
     for (double v : s.drive_mb_s) std::snprintf(buf, sizeof buf, " %.0f", v), out += buf;
+  }
+  if (s.fetched) {
+    std::snprintf(buf, sizeof buf, ", fetched %llu (%s, %.1f s)", static_cast<unsigned long long>(s.fetched),
+                  human_bytes(static_cast<double>(s.fetch_bytes)).c_str(), s.fetch_s);
+    out += buf;
   }
   return out;
 }
@@ -128,6 +136,18 @@ std::string RunStatsCollector::summary() const {
     }
     out += "\n";
   }
+  if (m_.stream && m_.stream->fetcher()) {
+    const FetchCounters f = m_.stream->counters().fetch;
+    std::snprintf(buf, sizeof buf,
+                  "mirror: %llu experts fetched, %s received, %.1f s of fetch time (%.1f MB/s per fetch), %llu retries, "
+                  "%llu refused copies, %llu failed, %llu evicted (%s), %llu not kept\n",
+                  static_cast<unsigned long long>(f.fetched), human_bytes(static_cast<double>(f.bytes)).c_str(), f.seconds,
+                  f.seconds > 0 ? f.bytes / f.seconds / 1e6 : 0.0, static_cast<unsigned long long>(f.retries),
+                  static_cast<unsigned long long>(f.refused), static_cast<unsigned long long>(f.failed),
+                  static_cast<unsigned long long>(f.evicted), human_bytes(static_cast<double>(f.evicted_bytes)).c_str(),
+                  static_cast<unsigned long long>(f.not_kept));
+    out += buf;
+  }
   std::snprintf(buf, sizeof buf, "peak RSS %s (plan: %s spine + %s cache + %s pinned)\n",
                 human_bytes(static_cast<double>(peak_rss_bytes())).c_str(),
                 human_bytes(static_cast<double>(m_.memory.spine_bytes)).c_str(),
@@ -147,7 +167,7 @@ std::string RunStatsCollector::to_json() const {
   j["peak_rss_bytes"] = peak_rss_bytes();
   nlohmann::ordered_json steps = nlohmann::ordered_json::array();
   for (const StepStats& s : steps_) {
-    steps.push_back({{"prefill", s.prefill}, {"positions", s.positions}, {"unique_new", s.unique_new}, {"ms", s.ms}, {"wait_ms", s.wait_ms}, {"bytes_read", s.bytes_read},
+    steps.push_back({{"prefill", s.prefill}, {"positions", s.positions}, {"unique_new", s.unique_new}, {"ms", s.ms}, {"wait_ms", s.wait_ms}, {"bytes_read", s.bytes_read}, {"fetched", s.fetched}, {"fetch_bytes", s.fetch_bytes}, {"fetch_s", s.fetch_s},
                      {"demanded", s.demanded}, {"hits", s.hits}, {"prefetch_hits", s.prefetch_hits},
                      {"inflight", s.inflight}, {"misses", s.misses}, {"prefetch_issued", s.prefetch_issued},
                      {"prefetch_cancelled", s.prefetch_cancelled}, {"pilot_hits", s.pilot_hits},

@@ -13,6 +13,9 @@ namespace {
 // counts half as much as one now.
 constexpr double kHeatDecayPerPosition = 0.999;
 
+// Cache tickets of fetches carry this bit, so promote/abort reach the fetcher.
+constexpr uint64_t kFetchTicket = 1ull << 63;
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -35,9 +38,40 @@ StreamingExpertSource::StreamingExpertSource(const StoreManifest& m, const Strea
   std::vector<DriveSpec> drives;
   for (const StoreDrive& d : m.drives) drives.push_back({d.path, d.read_bytes_per_s});
   reader_ = std::make_unique<ExpertReader>(drives, o.reader, monitor);
+  if (m.remote) {
+    if (!o.fetch) fail(o.store_dir, ": a streamed store (experts on the mirror ", m.remote->url, ") needs fetch options");
+    fetcher_ = std::make_unique<ExpertFetcher>(o.store_dir, m, *o.fetch);
+    if (heat_ && fetcher_->disk_budget_bytes()) fetcher_->set_heat(*heat_);
+  }
+}
+
+void StreamingExpertSource::submit_fetch(int64_t layer, int64_t expert, int slot, ReadPriority priority) {
+  FetchRequest r;
+  r.layer = layer;
+  r.expert = expert;
+  r.priority = priority;
+  r.dest = cache_->data(slot);
+  r.on_done = [this, slot, bytes = m_.expert_bytes](const ReadResult& res) {
+    if (res.ok) bytes_read_.fetch_add(bytes);
+    cache_->finish_load(slot, res.ok, res.error);
+  };
+  cache_->set_ticket(slot, fetcher_->submit(std::move(r)) | kFetchTicket);
+}
+
+void StreamingExpertSource::promote(uint64_t ticket) {
+  if (ticket & kFetchTicket) fetcher_->promote(ticket & ~kFetchTicket);
+  else reader_->promote(ticket);
+}
+
+bool StreamingExpertSource::abort(uint64_t ticket) {
+  return (ticket & kFetchTicket) ? fetcher_->cancel(ticket & ~kFetchTicket) : reader_->abort(ticket);
 }
 
 void StreamingExpertSource::submit(int64_t layer, int64_t expert, int slot, ReadPriority priority) {
+  // A streamed store reads an expert from its drive once it is there (held
+  // against eviction until the read is done) and fetches it otherwise.
+  const bool held = fetcher_ && fetcher_->hold_local(layer, expert);
+  if (fetcher_ && !held) return submit_fetch(layer, expert, slot, priority);
   const ExpertEntry& e = m_.entry(layer, expert);
   ReadRequest r;
   r.layer = layer;
@@ -50,10 +84,16 @@ void StreamingExpertSource::submit(int64_t layer, int64_t expert, int slot, Read
   r.bytes = m_.expert_bytes;
   r.dest = cache_->data(slot);
   r.crc32c = e.crc32c;
+  if (!e.hash_known) {
+    const std::optional<ExpertHash> h = fetcher_->hash(layer, expert);
+    if (!h) fail("layer ", layer, " expert ", expert, ": on the drive but no hash is recorded");  // hold_local excludes it
+    r.crc32c = h->crc32c;
+  }
   // Runs on a reader thread (several may run at once): only atomics and the
-  // cache's own lock here.
-  r.on_done = [this, slot, bytes = m_.expert_bytes](const ReadResult& res) {
+  // cache's and fetcher's own locks here.
+  r.on_done = [this, slot, held, layer, expert, bytes = m_.expert_bytes](const ReadResult& res) {
     if (res.ok) bytes_read_.fetch_add(bytes);
+    if (held) fetcher_->release_local(layer, expert);
     cache_->finish_load(slot, res.ok, res.error);
   };
   const uint64_t ticket = reader_->submit(std::move(r));
@@ -67,7 +107,7 @@ void StreamingExpertSource::cancel_stale(int64_t layer, std::span<const int64_t>
   for (const auto& [k, ticket] : cache_->loading_prefetches()) {
     if (k / m_.experts != layer) continue;
     if (std::find(needed.begin(), needed.end(), k % m_.experts) != needed.end()) continue;
-    if (!reader_->abort(ticket)) continue;
+    if (!abort(ticket)) continue;
     cache_->forget(k);  // a later demand reads it afresh instead of waiting on the cancelled read
     ++c_.prefetch_cancelled;
   }
@@ -101,7 +141,7 @@ void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_
         return true;
       case ExpertCache::Outcome::Loading:
         ++c_.inflight;
-        if (c.ticket) reader_->promote(c.ticket);
+        if (c.ticket) promote(c.ticket);
         pending.push_back({i, c.slot});
         return true;
       case ExpertCache::Outcome::Claimed:
@@ -209,6 +249,8 @@ void StreamingExpertSource::begin_pass(size_t positions) { pass_positions_ = pos
 
 void StreamingExpertSource::end_pass() {
   if (heat_) heat_->decay(std::pow(kHeatDecayPerPosition, static_cast<double>(pass_positions_)));
+  // The fetcher evicts by heat on its own threads: it gets a copy.
+  if (heat_ && fetcher_ && fetcher_->disk_budget_bytes()) fetcher_->set_heat(*heat_);
 }
 
 size_t StreamingExpertSource::warm_pinned() {
@@ -226,6 +268,7 @@ size_t StreamingExpertSource::warm_pinned() {
 StreamCounters StreamingExpertSource::counters() const {
   StreamCounters c = c_;
   c.bytes_read = bytes_read_.load();
+  if (fetcher_) c.fetch = fetcher_->counters();
   return c;
 }
 

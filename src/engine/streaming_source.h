@@ -7,11 +7,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cache/expert_cache.h"
 #include "io/expert_reader.h"
+#include "remote/expert_fetcher.h"
 #include "model/kimi_k3/expert_source.h"
 #include "store/heat.h"
 #include "store/store_manifest.h"
@@ -29,12 +31,17 @@ struct StreamCounters {
   uint64_t prefetch_issued = 0, prefetch_cancelled = 0;
   uint64_t prefetch_skipped = 0;  // predictions not read: no room left after the current layer's reads
   double wait_s = 0;           // engine thread blocked on reads
+  FetchCounters fetch;         // streamed stores: experts fetched from the mirror
 };
 
 struct StreamOptions {
   size_t cache_slots = 0;      // evictable slots (>= working set, see engine/memory_plan)
   size_t pinned_slots = 0;
   ReaderOptions reader;
+  // A streamed store (manifest.remote): experts not on the drives are fetched
+  // from the mirror into the cache slot (and installed on the drives).
+  std::string store_dir;
+  std::optional<FetchOptions> fetch;
 };
 
 class StreamingExpertSource : public ExpertSource {
@@ -55,10 +62,14 @@ public:
   StreamCounters counters() const;
   const ExpertReader& reader() const { return *reader_; }
   const ExpertCache& cache() const { return *cache_; }
+  const ExpertFetcher* fetcher() const { return fetcher_.get(); }
 
 private:
   int64_t key(int64_t layer, int64_t expert) const { return layer * m_.experts + expert; }
   void submit(int64_t layer, int64_t expert, int slot, ReadPriority priority);
+  void submit_fetch(int64_t layer, int64_t expert, int slot, ReadPriority priority);
+  void promote(uint64_t ticket);
+  bool abort(uint64_t ticket);
   void cancel_stale(int64_t layer, std::span<const int64_t> needed);
   size_t prefetch_room() const;
 
@@ -69,6 +80,7 @@ private:
   // finished or been cancelled before the buffers it writes into go.
   std::unique_ptr<ExpertCache> cache_;
   std::unique_ptr<ExpertReader> reader_;
+  std::unique_ptr<ExpertFetcher> fetcher_;  // streamed stores only; destroyed first, like the reader
   StreamCounters c_;  // engine-thread fields
   std::atomic<uint64_t> bytes_read_{0};
   size_t pass_positions_ = 0;

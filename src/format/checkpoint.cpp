@@ -77,8 +77,6 @@ std::map<std::string, std::string> read_index(const std::string& path) {
 
 Checkpoint Checkpoint::open(const std::string& dir) {
   if (!fs::is_directory(dir)) fail(dir, ": not a directory");
-  Checkpoint c;
-  c.dir_ = dir;
   const std::string index_path = (fs::path(dir) / "model.safetensors.index.json").string();
   const bool has_index = fs::exists(index_path);
   std::map<std::string, std::string> index;
@@ -99,9 +97,32 @@ Checkpoint Checkpoint::open(const std::string& dir) {
   } else {
     files = find_shard_files(dir);
   }
+  auto local = [&](const std::string& name) -> std::unique_ptr<ByteSource> {
+    return std::make_unique<LocalFileSource>((fs::path(dir) / name).string());
+  };
+  return assemble(dir, files, local, index_path, has_index ? &index : nullptr);
+}
 
+Checkpoint Checkpoint::open_remote(const std::string& dir, const ShardOpener& opener) {
+  const std::string index_path = (fs::path(dir) / "model.safetensors.index.json").string();
+  if (!fs::exists(index_path)) return assemble(dir, {"model.safetensors"}, opener, index_path, nullptr);
+  const std::map<std::string, std::string> index = read_index(index_path);
+  std::set<std::string> named;
+  for (const auto& [name, file] : index) {
+    if (file.find('/') != std::string::npos || file == ".." || file.empty())
+      fail(index_path, ": weight_map names shard '", file, "' outside the checkpoint directory");
+    named.insert(file);
+  }
+  if (named.empty()) fail(index_path, ": weight_map is empty");
+  return assemble(dir, std::vector<std::string>(named.begin(), named.end()), opener, index_path, &index);
+}
+
+Checkpoint Checkpoint::assemble(const std::string& dir, const std::vector<std::string>& files, const ShardOpener& opener,
+                                const std::string& index_path, const std::map<std::string, std::string>* index) {
+  Checkpoint c;
+  c.dir_ = dir;
   for (const std::string& f : files) {
-    c.shards_.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::open((fs::path(dir) / f).string())));
+    c.shards_.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::open(opener(f))));
     const SafetensorsFile* shard = c.shards_.back().get();
     for (const TensorInfo& t : shard->tensors()) {
       auto [it, inserted] = c.by_name_.emplace(t.name, TensorRef{shard, &t});
@@ -109,19 +130,20 @@ Checkpoint Checkpoint::open(const std::string& dir) {
         fail(dir, ": tensor '", t.name, "' appears in two shards: ", it->second.shard->path(), " and ", shard->path());
     }
   }
-
-  if (has_index) {
-    for (const auto& [name, file] : index) {
-      auto it = c.by_name_.find(name);
-      std::string shard_name = it == c.by_name_.end() ? "" : fs::path(it->second.shard->path()).filename().string();
-      if (shard_name != file)
-        fail(index_path, ": weight_map puts tensor '", name, "' in ", file, " but that shard has no such tensor",
-             shard_name.empty() ? std::string() : cat(" (it is in ", shard_name, ")"));
-    }
-    for (const auto& [name, ref] : c.by_name_)
-      if (!index.count(name))
-        fail(index_path, ": tensor '", name, "' of shard ", ref.shard->path(), " is missing from weight_map");
+  if (!index) return c;
+  // The index must agree with the shard headers exactly. Shards are compared
+  // by file name (the part after the last '/' of a path or URL).
+  auto base_name = [](const std::string& p) { return p.substr(p.find_last_of('/') + 1); };
+  for (const auto& [name, file] : *index) {
+    auto it = c.by_name_.find(name);
+    std::string shard_name = it == c.by_name_.end() ? "" : base_name(it->second.shard->path());
+    if (shard_name != file)
+      fail(index_path, ": weight_map puts tensor '", name, "' in ", file, " but that shard has no such tensor",
+           shard_name.empty() ? std::string() : cat(" (it is in ", shard_name, ")"));
   }
+  for (const auto& [name, ref] : c.by_name_)
+    if (!index->count(name))
+      fail(index_path, ": tensor '", name, "' of shard ", ref.shard->path(), " is missing from weight_map");
   return c;
 }
 

@@ -4,6 +4,7 @@
 // when present, must agree with them exactly.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -22,6 +23,11 @@ struct TensorRef {
 class Checkpoint {
 public:
   static Checkpoint open(const std::string& dir);
+  // A checkpoint whose shards are not in `dir` (setup --stream: they are on a
+  // mirror): the shard list comes from dir's model.safetensors.index.json
+  // (or is model.safetensors when there is no index) and each shard is opened
+  // through `opener`.
+  static Checkpoint open_remote(const std::string& dir, const ShardOpener& opener);
 
   const std::string& dir() const { return dir_; }
   const std::vector<std::unique_ptr<SafetensorsFile>>& shards() const { return shards_; }
@@ -31,6 +37,8 @@ public:
   uint64_t total_bytes() const;
 
 private:
+  static Checkpoint assemble(const std::string& dir, const std::vector<std::string>& files, const ShardOpener& opener,
+                             const std::string& index_path, const std::map<std::string, std::string>* index);
   std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> shards_;
   std::unordered_map<std::string, TensorRef> by_name_;

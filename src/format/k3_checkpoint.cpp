@@ -93,11 +93,16 @@ std::vector<uint8_t> K3Checkpoint::read_expert_record(int64_t layer, int64_t exp
   return record;
 }
 
-K3Checkpoint load_k3_checkpoint(const std::string& dir) {
+namespace {
+// The config is read before the shards are opened, so a config error is
+// reported first (and, for a mirror, before any shard is fetched).
+K3Config read_config(const std::string& dir) { return load_k3_config((fs::path(dir) / "config.json").string()); }
+
+K3Checkpoint bind_k3(const std::string& dir, K3Config config, Checkpoint tensors) {
   K3Checkpoint k;
   k.dir = dir;
-  k.config = load_k3_config((fs::path(dir) / "config.json").string());
-  k.tensors = Checkpoint::open(dir);
+  k.config = std::move(config);
+  k.tensors = std::move(tensors);
   k.kda_gate_rank = find_kda_gate_rank(k.tensors, k.config);
   BindReport report = bind_k3_tensors(k.tensors, k.config, k.kda_gate_rank);
   if (!report.ok()) fail(dir, ": checkpoint does not match the K3 architecture of its config.json:", report.describe());
@@ -111,6 +116,17 @@ K3Checkpoint load_k3_checkpoint(const std::string& dir) {
            ranks, " ranks; expected ranks + 256 = ", ranks + 256);
   }
   return k;
+}
+}  // namespace
+
+K3Checkpoint load_k3_checkpoint(const std::string& dir) {
+  K3Config config = read_config(dir);
+  return bind_k3(dir, std::move(config), Checkpoint::open(dir));
+}
+
+K3Checkpoint load_k3_checkpoint(const std::string& dir, const ShardOpener& opener) {
+  K3Config config = read_config(dir);
+  return bind_k3(dir, std::move(config), Checkpoint::open_remote(dir, opener));
 }
 
 }  // namespace deltafin

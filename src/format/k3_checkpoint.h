@@ -38,5 +38,8 @@ BindReport bind_k3_tensors(const Checkpoint& ckpt, const K3Config& config, int64
 // Loads config.json, the shards, binds them, and checks the vocabulary against
 // tiktoken.model when present (V = ranks + 256).
 K3Checkpoint load_k3_checkpoint(const std::string& dir);
+// The same for a checkpoint whose shards are read through `opener` (a mirror);
+// dir holds its config, tokenizer and index files.
+K3Checkpoint load_k3_checkpoint(const std::string& dir, const ShardOpener& opener);
 
 }  // namespace deltafin

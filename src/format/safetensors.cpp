@@ -139,19 +139,24 @@ std::vector<TensorInfo> parse_safetensors_header(const std::string& header_json,
 }
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
+  return open(std::make_unique<LocalFileSource>(path));
+}
+
+SafetensorsFile SafetensorsFile::open(std::unique_ptr<ByteSource> source) {
   SafetensorsFile f;
-  f.file_ = File::open_read(path);
-  f.file_size_ = f.file_.size();
+  f.source_ = std::move(source);
+  const std::string& path = f.source_->name();
+  f.file_size_ = f.source_->size();
   if (f.file_size_ < 8) fail(path, ": too short for a safetensors file (", f.file_size_, " bytes)");
   uint8_t len_bytes[8];
-  f.file_.pread_exact(len_bytes, 8, 0);
+  f.source_->read(len_bytes, 8, 0);
   f.header_length_ = load_u64le(len_bytes);
   if (f.header_length_ > f.file_size_ - 8)
     fail(path, ": header length ", f.header_length_, " goes beyond the end of the file (", f.file_size_,
          " bytes)");
   if (f.header_length_ > kMaxHeaderBytes) fail(path, ": header length ", f.header_length_, " exceeds the 100 MiB limit");
   std::string header(f.header_length_, '\0');
-  f.file_.pread_exact(header.data(), header.size(), 8);
+  f.source_->read(header.data(), header.size(), 8);
   f.tensors_ = parse_safetensors_header(header, f.header_length_, f.file_size_ - 8 - f.header_length_, path,
                                         &f.metadata_);
   for (size_t i = 0; i < f.tensors_.size(); ++i) f.index_.emplace(f.tensors_[i].name, i);
@@ -163,12 +168,12 @@ const TensorInfo* SafetensorsFile::find(const std::string& name) const {
   return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
-void SafetensorsFile::read(const TensorInfo& t, void* dst) const { file_.pread_exact(dst, t.bytes(), t.file_offset); }
+void SafetensorsFile::read(const TensorInfo& t, void* dst) const { source_->read(dst, t.bytes(), t.file_offset); }
 
 void SafetensorsFile::read_range(const TensorInfo& t, uint64_t offset, uint64_t n, void* dst) const {
   if (offset > t.bytes() || n > t.bytes() - offset)
     fail(path(), ": tensor '", t.name, "': range [", offset, ", ", offset + n, ") outside its ", t.bytes(), " bytes");
-  file_.pread_exact(dst, n, t.file_offset + offset);
+  source_->read(dst, n, t.file_offset + offset);
 }
 
 }  // namespace deltafin

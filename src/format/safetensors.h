@@ -10,8 +10,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include <memory>
+
+#include "format/byte_source.h"
 #include "format/dtype.h"
-#include "util/file.h"
 
 namespace deltafin {
 
@@ -29,21 +31,21 @@ class SafetensorsFile {
 public:
   // Opens and validates the header. Payload bytes are read on demand.
   static SafetensorsFile open(const std::string& path);
+  static SafetensorsFile open(std::unique_ptr<ByteSource> source);
 
-  const std::string& path() const { return file_.path(); }
+  const std::string& path() const { return source_->name(); }
   uint64_t header_length() const { return header_length_; }
   uint64_t file_size() const { return file_size_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }  // in payload order
   const TensorInfo* find(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
-  // Reads a tensor's bytes (or a sub-range of them) with pread.
+  // Reads a tensor's bytes (or a sub-range of them) from the source.
   void read(const TensorInfo& t, void* dst) const;
   void read_range(const TensorInfo& t, uint64_t offset, uint64_t n, void* dst) const;
-  const File& file() const { return file_; }
 
 private:
-  File file_;
+  std::unique_ptr<ByteSource> source_;
   uint64_t header_length_ = 0, file_size_ = 0;
   std::vector<TensorInfo> tensors_;
   std::unordered_map<std::string, size_t> index_;

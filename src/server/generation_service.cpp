@@ -64,18 +64,15 @@ Outcome GenerationService::run(const PreparedPrompt& p, const std::function<bool
 
   // Prefill in passes of prefill_chunk positions up to n-1, snapshot there
   // (the point a repeat of this prompt restores to), then the last token.
+  // A cancel is noticed before every pass.
   std::vector<K3Session::Snapshot> boundaries;
-  std::span<const uint32_t> all(p.tokens);
-  int64_t pos = reused;
-  while (pos < n - 1) {
-    if (stop_now()) return out.finish = Finish::Cancelled, out;
-    const int64_t len = std::min<int64_t>(o_.prefill_chunk, n - 1 - pos);
-    model.forward(session, all.subspan(static_cast<size_t>(pos), static_cast<size_t>(len)), false);
-    pos += len;
-  }
+  const std::span<const uint32_t> all(p.tokens);
+  const auto head = all.subspan(static_cast<size_t>(reused), static_cast<size_t>(n - 1 - reused));
+  if (!head.empty() && (stop_now() || prefill(model, session, head, o_.prefill_chunk, nullptr, stop_now).T == 0))
+    return out.finish = Finish::Cancelled, out;
   if (n > 1) boundaries.push_back(session.snapshot());
   if (stop_now()) return out.finish = Finish::Cancelled, out;
-  Rows logits = model.forward(session, all.subspan(static_cast<size_t>(n - 1), 1), false);
+  Rows logits = model.forward(session, all.last(1), false);
   out.prefill_seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
   {
     std::lock_guard lock(totals_mu_);
@@ -124,9 +121,17 @@ Outcome GenerationService::run(const PreparedPrompt& p, const std::function<bool
     totals_.cache_entries = cache_.entries();
     totals_.cache_bytes = cache_.bytes();
   }
-  if (m_.stream) m_.save_heat();
+  if (m_.stream) note_request_for_heat();
   out.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
   return out;
+}
+
+void GenerationService::note_request_for_heat() {
+  const auto now = clock_type::now();
+  if (++heat_unsaved_requests_ < kHeatSaveRequests && now - heat_saved_at_ < kHeatSaveInterval) return;
+  m_.save_heat();
+  heat_unsaved_requests_ = 0;
+  heat_saved_at_ = now;
 }
 
 GenerationService::Totals GenerationService::totals() const {

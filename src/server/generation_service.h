@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -78,12 +79,26 @@ public:
   Totals totals() const;
 
 private:
+  // The heat histogram in memory is always current; heat.json (written with
+  // an fsync and a rename) is read only by the next start (pinning) and by
+  // setup (replication). Writing it after every request cost a busy server a
+  // disk flush per request, so it is written at the end of the request that
+  // makes kHeatSaveRequests since the last write, or of the first one after
+  // kHeatSaveInterval has passed, whichever comes first: a crash loses the
+  // heat of fewer than kHeatSaveRequests requests. `deltafin serve` writes it
+  // once more at exit (cli/cmd_serve.cpp).
+  static constexpr int kHeatSaveRequests = 32;
+  static constexpr std::chrono::seconds kHeatSaveInterval{60};
+  void note_request_for_heat();  // run() only: one caller at a time
+
   LoadedK3& m_;
   ServiceOptions o_;
   const std::atomic<bool>* shutdown_;
   PromptCache cache_;
   mutable std::mutex totals_mu_;
   Totals totals_;
+  int heat_unsaved_requests_ = 0;
+  std::chrono::steady_clock::time_point heat_saved_at_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace deltafin

@@ -244,32 +244,31 @@ api::Usage usage_of(const JobResult& r) {
 
 // Waits for the job's turn, then streams it as server-sent events. False
 // when the client left (httplib then closes the connection).
-bool stream_job(GenerationService& service, Job& job_ref, bool chat, httplib::DataSink& sink,
+bool stream_job(GenerationService& service, Job& job, bool chat, httplib::DataSink& sink,
                 const std::function<void(const Job&, const JobResult&)>& record) {
-  Job* job = &job_ref;
   bool write_failed = false;
   auto write = [&](const std::string& s) {
     if (!write_failed && !sink.write(s.data(), s.size())) write_failed = true;
     return !write_failed;
   };
-  const PeerSocket* peer = job->peer.get();
+  const PeerSocket* peer = job.peer.get();
   auto gone = [&] { return write_failed || peer->closed(); };
-  if (!job->ticket->wait_turn(gone)) return false;
-  if (chat) write(api::sse_event(api::chat_chunk(job->head, {{"role", "assistant"}, {"content", ""}}, std::nullopt)));
+  if (!job.ticket->wait_turn(gone)) return false;
+  if (chat) write(api::sse_event(api::chat_chunk(job.head, {{"role", "assistant"}, {"content", ""}}, std::nullopt)));
   JobResult r = run_job(
-      service, *job,
+      service, job,
       [&](const api::OutputDelta& d) {
         if (chat) {
-          if (!d.reasoning.empty()) write(api::sse_event(api::chat_chunk(job->head, {{"reasoning_content", d.reasoning}}, std::nullopt)));
-          if (!d.content.empty()) write(api::sse_event(api::chat_chunk(job->head, {{"content", d.content}}, std::nullopt)));
+          if (!d.reasoning.empty()) write(api::sse_event(api::chat_chunk(job.head, {{"reasoning_content", d.reasoning}}, std::nullopt)));
+          if (!d.content.empty()) write(api::sse_event(api::chat_chunk(job.head, {{"content", d.content}}, std::nullopt)));
         } else {
-          write(api::sse_event(api::text_chunk(job->head, d.content, std::nullopt)));
+          write(api::sse_event(api::text_chunk(job.head, d.content, std::nullopt)));
         }
         return !write_failed;
       },
       gone);
-  job->ticket->release();
-  record(*job, r);
+  job.ticket->release();
+  record(job, r);
   if (r.outcome.finish == Finish::Cancelled) {
     if (!gone())
       write(api::sse_event(ApiError(503, "The generation was cancelled: the server is shutting down", "", "cancelled",
@@ -278,9 +277,9 @@ bool stream_job(GenerationService& service, Job& job_ref, bool chat, httplib::Da
     return false;
   }
   const std::string reason = finish_reason(r.outcome.finish, r.stopped_by_string);
-  write(api::sse_event(chat ? api::chat_chunk(job->head, json::object(), reason)
-                            : api::text_chunk(job->head, "", reason)));
-  if (job->request.include_usage) write(api::sse_event(api::usage_chunk(job->head, chat, usage_of(r))));
+  write(api::sse_event(chat ? api::chat_chunk(job.head, json::object(), reason)
+                            : api::text_chunk(job.head, "", reason)));
+  if (job.request.include_usage) write(api::sse_event(api::usage_chunk(job.head, chat, usage_of(r))));
   write(api::sse_done());
   sink.done();
   return !write_failed;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "store/hash_journal.h"
 #include "store/heat.h"
 #include "store/spine_layout.h"
 #include "store/store_files.h"
@@ -73,7 +74,7 @@ DoctorReport run_doctor(const std::string& store_dir, bool full, bool progress, 
   uint64_t hash_total = 0;
   if (full) {
     for (const SpineFileEntry& s : m.spine_files) hash_total += s.bytes;
-    for (const ExpertEntry& e : m.entries) hash_total += e.drives.size() * m.expert_bytes;
+    for (const ExpertEntry& e : m.entries) hash_total += e.hash_known ? e.drives.size() * m.expert_bytes : 0;
   }
   Progress bar("doctor", hash_total, progress && full);
   std::mutex bar_mutex;
@@ -130,6 +131,25 @@ DoctorReport run_doctor(const std::string& store_dir, bool full, bool progress, 
     for (int64_t e = 0; e < m.experts; ++e)
       for (uint16_t d : m.entries[static_cast<size_t>(l * m.experts + e)].drives)
         if (drive_ok[d]) jobs.push_back({l, e, d});
+  // A streamed store: experts not fetched yet are simply absent; fetched ones
+  // are checked against the hash recorded at their first fetch.
+  std::unique_ptr<HashJournal> journal;
+  if (m.remote) {
+    ++r.files_checked;
+    try {
+      journal = std::make_unique<HashJournal>(store, m.layers, m.experts);
+      for (const std::string& slot : journal->damaged())
+        r.problems.push_back(cat(HashJournal::path(store), ": the slot of ", slot, " is damaged (it will be fetched again)"));
+    } catch (const Error& e) {
+      r.problems.push_back(e.what());
+    }
+    std::vector<Job> kept;
+    for (const Job& j : jobs) {
+      if (m.entry(j.layer, j.expert).hash_known || fs::exists(m.expert_path(j.drive, j.layer, j.expert))) kept.push_back(j);
+      else ++r.not_fetched;
+    }
+    jobs.swap(kept);
+  }
   std::vector<std::string> found(jobs.size());  // per job, so the report order is fixed
   ThreadPool pool(full ? std::max(1, threads) : 1);
   pool.parallel_for(jobs.size(), [&](size_t begin, size_t end) {
@@ -142,14 +162,26 @@ DoctorReport run_doctor(const std::string& store_dir, bool full, bool progress, 
         found[i] = where + p;
         continue;
       }
+      Sha256Digest want_sha = e.sha256;
+      uint32_t want_crc = e.crc32c;
+      if (!e.hash_known) {
+        const std::optional<ExpertHash> h = journal ? journal->get(j.layer, j.expert) : std::nullopt;
+        if (!h) {
+          found[i] = where + "fetched, but no hash is recorded in remote/hashes.bin (it will be fetched again)";
+          continue;
+        }
+        want_sha = h->sha256;
+        want_crc = h->crc32c;
+      }
       if (!full) continue;
       uint32_t crc = 0;
       try {
         const Sha256Digest got = hash_file(path, true, &crc);
-        if (got != e.sha256)
-          found[i] = where + "SHA-256 differs from store.json (the bytes are not the released expert)";
-        else if (crc != e.crc32c)
-          found[i] = where + "CRC-32C in store.json is wrong (the file's SHA-256 is right)";
+        if (got != want_sha)
+          found[i] = where + (e.hash_known ? "SHA-256 differs from store.json (the bytes are not the released expert)"
+                                           : "SHA-256 differs from the one recorded at its first fetch");
+        else if (crc != want_crc)
+          found[i] = where + "recorded CRC-32C is wrong (the file's SHA-256 is right)";
       } catch (const Error& x) {
         found[i] = where + x.what();
       }

@@ -10,6 +10,7 @@ namespace deltafin {
 struct DoctorReport {
   uint64_t files_checked = 0, bytes_hashed = 0;
   std::vector<std::string> problems;  // each names the file (and layer/expert) and what is wrong
+  uint64_t not_fetched = 0;           // streamed store: experts still only on the mirror (not a problem)
   bool ok() const { return problems.empty(); }
 };
 

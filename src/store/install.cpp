@@ -39,7 +39,7 @@ InterruptGuard::~InterruptGuard() {
 
 void check_interrupt() {
   if (g_interrupted)
-    fail("setup interrupted: finished files are kept, no manifest was written; rerun the same command to resume");
+    fail("interrupted (Ctrl-C): finished files are kept and nothing half-written is left; rerun the same command to resume");
 }
 
 StoreLock::StoreLock(const std::string& store) {

@@ -27,7 +27,7 @@ private:
   std::unique_ptr<Saved> saved_;
 };
 
-// Throws a deltafin::Error saying setup was interrupted once the flag is set.
+// Throws a deltafin::Error saying the work was interrupted once the flag is set.
 void check_interrupt();
 
 // Exclusive lock on a store (store/setup.lock), so two setups cannot write it

@@ -166,14 +166,16 @@ SetupReport run_setup(const SetupOptions& o) {
 
   const auto t0 = std::chrono::steady_clock::now();
   SetupReport report;
-  const K3Checkpoint k = load_k3_checkpoint(o.from);
+  std::optional<K3Checkpoint> opened;
+  const K3Checkpoint& k = o.checkpoint ? *o.checkpoint : opened.emplace(load_k3_checkpoint(o.from));
+  const bool streamed = o.remote.has_value();
   const K3Config& c = k.config;
   const int64_t L = c.num_hidden_layers, E = c.num_experts;
   const uint64_t record_bytes = k3_expert_record_bytes(c);
 
   // Source identity.
   StoreManifest m;
-  m.source_dir = fs::canonical(o.from).string();
+  m.source_dir = streamed ? o.remote->url : fs::canonical(o.from).string();
   std::map<std::string, std::string> copies;  // name -> contents
   for (const char* name : kCopiedFiles) {
     if (!fs::exists(fs::path(o.from) / name)) continue;
@@ -282,7 +284,7 @@ SetupReport run_setup(const SetupOptions& o) {
     if (!has_size(store + "/" + f.path, f.bytes)) add_need(cat("store ", store), store, f.bytes);
   for (size_t d = 0; d < drives.size(); ++d) add_need(cat("drive ", drives[d]), drives[d], 0);
   for (int64_t l : pin.moe_layers)
-    for (int64_t e = 0; e < E; ++e)
+    for (int64_t e = 0; e < E && !streamed; ++e)  // streamed experts come later, within --disk-budget
       for (uint16_t d : placed[static_cast<size_t>(l * E + e)])
         if (!has_size(drives[d] + "/" + expert_relative_path(l, e), record_bytes))
           add_need(cat("drive ", drives[d]), drives[d], record_bytes);
@@ -310,7 +312,7 @@ SetupReport run_setup(const SetupOptions& o) {
     fail(store, "/store.json: cannot remove the old manifest before rewriting the store");
 
   uint64_t total = plan.file_bytes;
-  for (const auto& p : placed) total += p.size() * record_bytes;
+  for (const auto& p : placed) total += streamed ? 0 : p.size() * record_bytes;
   Progress progress("setup", total, !o.quiet);
   std::mutex progress_mutex;
   auto advance = [&](uint64_t bytes) {
@@ -359,7 +361,16 @@ SetupReport run_setup(const SetupOptions& o) {
   m.entries.assign(static_cast<size_t>(L * E), ExpertEntry{});
   std::vector<std::pair<int64_t, int64_t>> jobs;
   for (int64_t l : pin.moe_layers)
-    for (int64_t e = 0; e < E; ++e) jobs.push_back({l, e});
+    for (int64_t e = 0; e < E; ++e) {
+      if (!streamed) {
+        jobs.push_back({l, e});
+        continue;
+      }
+      // Placed only: the fetcher installs the file and learns the hash.
+      ExpertEntry& entry = m.entries[static_cast<size_t>(l * E + e)];
+      entry.drives = placed[static_cast<size_t>(l * E + e)];
+      entry.hash_known = false;
+    }
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::atomic<uint64_t> written{0}, skipped{0}, written_bytes{0};
@@ -399,6 +410,8 @@ SetupReport run_setup(const SetupOptions& o) {
   report.experts_skipped = skipped;
   report.bytes_written += written_bytes;
 
+  m.remote = o.remote;
+  if (o.write_remote_files) o.write_remote_files(store);
   save_store_manifest(store, m);
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;

@@ -2,9 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "format/k3_checkpoint.h"
+#include "store/store_manifest.h"
 
 namespace deltafin {
 
@@ -19,6 +23,15 @@ struct SetupOptions {
   uint64_t probe_bytes = 256ull << 20;  // bandwidth probe file per drive (tests use less)
   int threads = 1;
   bool quiet = false;                // no progress line (tests)
+
+  // setup --stream (src/remote): the checkpoint was opened from a mirror
+  // (`from` then holds its downloaded config, tokenizer and index files).
+  // The spine is written as usual; experts are not copied, only placed, and
+  // the manifest gets `remote`. write_remote_files runs after the spine and
+  // before the manifest (which marks the store complete).
+  const K3Checkpoint* checkpoint = nullptr;
+  std::optional<RemoteSource> remote;
+  std::function<void(const std::string& store)> write_remote_files;
 
   // Test hooks (the CLI reads them from DELTAFIN_SETUP_STOP_AFTER and
   // DELTAFIN_FAKE_FREE_BYTES): raise SIGINT after this many expert files are

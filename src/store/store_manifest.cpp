@@ -119,6 +119,37 @@ void check_hex(const std::string& file, const std::string& field, const std::str
     fail(file, ": field '", field, "' = \"", hex, "\" is not a SHA-256 (64 lowercase hex digits)");
 }
 
+RemoteSource parse_remote(const json& j, const std::string& file) {
+  Fields r(j, file, "remote");
+  RemoteSource out;
+  out.url = r.str("url");
+  if (out.url.rfind("http://", 0) != 0 && out.url.rfind("https://", 0) != 0)
+    fail(file, ": field 'remote.url' = \"", out.url, "\" must start with http:// or https://");
+  if (out.url.back() == '/') fail(file, ": field 'remote.url' = \"", out.url, "\" must not end with '/'");
+  out.checksums = r.str("checksums");
+  out.disk_budget_bytes = r.u64("disk_budget_bytes");
+  const json& shards = r.array("shards");
+  if (shards.empty()) fail(file, ": field 'remote.shards' is empty");
+  std::set<std::string> names;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string p = item("remote.shards", i);
+    Fields f(shards[i], file, p);
+    RemoteFile s;
+    s.name = f.str("name");
+    s.bytes = f.u64("bytes");
+    s.etag = f.str("etag");
+    s.sha256 = f.str("sha256");
+    f.no_other_fields({"name", "bytes", "etag", "sha256"});
+    if (s.name.empty() || s.name.find('/') != std::string::npos || s.name == "." || s.name == "..")
+      fail(file, ": field '", p, ".name' = \"", s.name, "\" must be a plain file name");
+    if (!names.insert(s.name).second) fail(file, ": field '", p, ".name': \"", s.name, "\" is listed twice");
+    check_hex(file, p + ".sha256", s.sha256, true);
+    out.shards.push_back(std::move(s));
+  }
+  r.no_other_fields({"url", "checksums", "disk_budget_bytes", "shards"});
+  return out;
+}
+
 }  // namespace
 
 const char* spine_format_name(SpineFormat f) { return f == SpineFormat::BF16 ? "bf16" : "int8-row"; }
@@ -161,8 +192,8 @@ StoreManifest load_store_manifest(const std::string& store_dir) {
   Fields top(root, file, "");
   if (top.str("format") != "deltafin-store") fail(file, ": field 'format' must be \"deltafin-store\"");
   const uint64_t version = top.u64("version");
-  if (version != kStoreManifestVersion)
-    fail(file, ": field 'version' is ", version, ", this build reads version ", kStoreManifestVersion,
+  if (version != 1 && version != kStoreManifestVersion)
+    fail(file, ": field 'version' is ", version, ", this build reads versions 1 and ", kStoreManifestVersion,
          " (rerun setup to rebuild the store)");
   m.version = static_cast<int>(version);
 
@@ -243,6 +274,11 @@ StoreManifest load_store_manifest(const std::string& store_dir) {
   if (m.experts < 1) fail(file, ": field 'experts' = ", m.experts, " (must be at least 1)");
   if (m.expert_bytes == 0) fail(file, ": field 'expert_bytes' must be > 0");
 
+  if (root.contains("remote")) {
+    if (version < 2) fail(file, ": unknown field 'remote' (version 1 manifests have no mirror)");
+    m.remote = parse_remote(top.get("remote"), file);
+  }
+
   {
     const json& placement = top.array("placement");
     const size_t want = static_cast<size_t>((m.layers - kFirstMoeLayer) * m.experts);
@@ -272,16 +308,21 @@ StoreManifest load_store_manifest(const std::string& store_dir) {
         e.drives.push_back(static_cast<uint16_t>(d));
       }
       const std::string hex = f.str("sha256");
-      if (!parse_hex_digest(hex, &e.sha256))
+      // A streamed store learns an expert's hash at its first fetch.
+      e.hash_known = !(m.remote && hex.empty());
+      if (e.hash_known && !parse_hex_digest(hex, &e.sha256))
         fail(file, ": field '", p, ".sha256' = \"", hex, "\" is not a SHA-256 (64 lowercase hex digits)");
       const uint64_t crc = f.u64("crc32c");
+      if (!e.hash_known && crc != 0)
+        fail(file, ": field '", p, ".crc32c' = ", crc, " but its sha256 is empty (not fetched yet); expected 0");
       if (crc > 0xffffffffu) fail(file, ": field '", p, ".crc32c' = ", crc, " does not fit 32 bits");
       e.crc32c = static_cast<uint32_t>(crc);
       f.no_other_fields({"layer", "expert", "drives", "sha256", "crc32c"});
       m.entries[static_cast<size_t>(layer * m.experts + expert)] = std::move(e);
     }
   }
-  top.no_other_fields({"format", "version", "source", "spine", "drives", "layers", "experts", "expert_bytes", "placement"});
+  top.no_other_fields(
+      {"format", "version", "source", "spine", "drives", "layers", "experts", "expert_bytes", "remote", "placement"});
   return m;
 }
 
@@ -309,7 +350,8 @@ void save_store_manifest(const std::string& store_dir, const StoreManifest& m) {
       lines += l == kFirstMoeLayer && e == 0 ? "\n  " : ",\n  ";
       lines += "{\"layer\":" + std::to_string(l) + ",\"expert\":" + std::to_string(e) + ",\"drives\":[";
       for (size_t k = 0; k < x.drives.size(); ++k) lines += (k ? "," : "") + std::to_string(x.drives[k]);
-      lines += "],\"sha256\":\"" + to_hex(x.sha256) + "\",\"crc32c\":" + std::to_string(x.crc32c) + "}";
+      lines += "],\"sha256\":\"" + (x.hash_known ? to_hex(x.sha256) : std::string()) +
+               "\",\"crc32c\":" + std::to_string(x.hash_known ? x.crc32c : 0) + "}";
     }
   lines += m.layers > kFirstMoeLayer ? "\n ]" : "]";
   ojson root = {{"format", "deltafin-store"},
@@ -323,8 +365,17 @@ void save_store_manifest(const std::string& store_dir, const StoreManifest& m) {
                {"drives", drives},
                {"layers", m.layers},
                {"experts", m.experts},
-               {"expert_bytes", m.expert_bytes},
-               {"placement", "@placement@"}};
+               {"expert_bytes", m.expert_bytes}};
+  if (m.remote) {
+    ojson shards = ojson::array();
+    for (const RemoteFile& f : m.remote->shards)
+      shards.push_back({{"name", f.name}, {"bytes", f.bytes}, {"etag", f.etag}, {"sha256", f.sha256}});
+    root["remote"] = {{"url", m.remote->url},
+                      {"checksums", m.remote->checksums},
+                      {"disk_budget_bytes", m.remote->disk_budget_bytes},
+                      {"shards", shards}};
+  }
+  root["placement"] = "@placement@";
   std::string text = root.dump(1);
   text.replace(text.find("\"@placement@\""), 13, lines);
   write_file_atomic(manifest_path(store_dir), text + "\n");

@@ -6,12 +6,15 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace deltafin {
 
-constexpr int kStoreManifestVersion = 1;
+// Version 2 added the optional "remote" section (setup --stream); version 1
+// stores are still read.
+constexpr int kStoreManifestVersion = 2;
 
 enum class SpineFormat { BF16, Int8Row };
 const char* spine_format_name(SpineFormat f);            // "bf16" | "int8-row"
@@ -39,6 +42,25 @@ struct ExpertEntry {
   std::vector<uint16_t> drives;     // indexes into drives; first = primary; empty for non-MoE layers
   std::array<uint8_t, 32> sha256{};  // of the released bytes
   uint32_t crc32c = 0;               // of the same bytes, checked on every read
+  // False in a streamed store for an expert not yet fetched: its hash is
+  // learnt at first fetch and kept in remote/hashes.bin (src/remote).
+  bool hash_known = true;
+};
+
+// A file of the mirror a streamed store fetches from.
+struct RemoteFile {
+  std::string name;    // relative to the mirror URL
+  uint64_t bytes = 0;
+  std::string etag;    // the mirror's ETag at setup ("" if none); sent as If-Match
+  std::string sha256;  // hex, as the mirror publishes it in its checksum list; "" when it does not
+};
+
+// setup --stream / --full: where the experts come from.
+struct RemoteSource {
+  std::string url;                // the mirror, without a trailing '/'
+  std::string checksums;          // the mirror's published SHA-256 list it had ("SHA256SUMS"), or ""
+  std::vector<RemoteFile> shards; // the safetensors shards; remote/experts.bin indexes into this list
+  uint64_t disk_budget_bytes = 0; // fetched experts may take this much of the drives; 0 = no limit
 };
 
 struct StoreManifest {
@@ -53,6 +75,7 @@ struct StoreManifest {
   int64_t layers = 0, experts = 0;   // num_hidden_layers, n_routed_experts
   uint64_t expert_bytes = 0;         // every record has this size (k3_expert_record_bytes)
   std::vector<ExpertEntry> entries;  // [layer * experts + expert]
+  std::optional<RemoteSource> remote;  // set for streamed stores
 
   const ExpertEntry& entry(int64_t layer, int64_t expert) const;
   // <drive>/deltafin-experts/L{layer:03d}/E{expert:03d}.bin

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <set>
 
 #include "engine/generate.h"
@@ -75,6 +76,18 @@ Checkpoint& checkpoint() {
   return c;
 }
 
+// The checkpoint's store over `drives` drives, streamed with a cache of
+// `cache_gb` (0 = the working set only: nothing survives from one layer's
+// union to the next pass), heat not written back, reads in small chunks.
+std::unique_ptr<LoadedK3> load_store(int drives, LookaheadMode lookahead, double cache_gb = 0) {
+  EngineOptions o;
+  o.cache_gb = cache_gb;
+  o.lookahead = lookahead;
+  o.save_heat = false;
+  o.reader.chunk_bytes = 8192;
+  return load_k3_store(checkpoint().store(drives), o);
+}
+
 }  // namespace
 
 TEST(ExpertMajorPrefill, AnyChunkSizeEqualsTokenByTokenBitForBit) {
@@ -104,12 +117,7 @@ TEST(ExpertMajorPrefill, StreamedPrefillEqualsResidentAndReadsEachExpertOnce) {
   K3Session rs(resident->config);
   Rows want = prefill(*resident->model, rs, prompt, 0);
 
-  EngineOptions o;
-  o.cache_gb = 0;  // the working set only: nothing survives from one layer's union to the next pass
-  o.lookahead = LookaheadMode::Off;  // only demand reads: the count is exact by construction
-  o.save_heat = false;
-  o.reader.chunk_bytes = 8192;
-  auto m = load_k3_store(checkpoint().store(2), o);
+  auto m = load_store(2, LookaheadMode::Off);  // only demand reads: the count is exact by construction
   RunStatsCollector stats(*m);
   K3Session s(m->config);
   Rows got = prefill(*m->model, s, prompt, 0, &stats);
@@ -139,12 +147,7 @@ TEST(ExpertMajorPrefill, SmallerChunksReadAgainWhatTheCacheDidNotKeep) {
   K3Session rs(resident->config);
   Rows want = prefill(*resident->model, rs, prompt, 0);
 
-  EngineOptions o;
-  o.cache_gb = 0;
-  o.lookahead = LookaheadMode::Off;
-  o.save_heat = false;
-  o.reader.chunk_bytes = 8192;
-  auto m = load_k3_store(checkpoint().store(1), o);
+  auto m = load_store(1, LookaheadMode::Off);
   RunStatsCollector stats(*m);
   K3Session s(m->config);
   Rows got = prefill(*m->model, s, prompt, 16, &stats);
@@ -192,12 +195,7 @@ TEST(ExpertMajorPrefill, NoPrefetchIntoSlotsTheCurrentLayerWillTake) {
   // would be evicted unused). A one-row pass with the whole model cached
   // prefetches as before.
   const std::vector<uint32_t> prompt = test::random_tokens(15, 40, 700);
-  EngineOptions o;
-  o.cache_gb = 0;
-  o.lookahead = LookaheadMode::On;
-  o.save_heat = false;
-  o.reader.chunk_bytes = 8192;
-  auto m = load_k3_store(checkpoint().store(1), o);
+  auto m = load_store(1, LookaheadMode::On);
   K3Session s(m->config);
   prefill(*m->model, s, prompt, 0);
   StreamCounters c = m->stream->counters();
@@ -205,8 +203,7 @@ TEST(ExpertMajorPrefill, NoPrefetchIntoSlotsTheCurrentLayerWillTake) {
   EXPECT_GT(c.prefetch_skipped, 0u);
   EXPECT_EQ(c.bytes_read, c.misses * m->manifest->expert_bytes);
 
-  o.cache_gb = 1.0;  // every expert fits
-  auto big = load_k3_store(checkpoint().store(1), o);
+  auto big = load_store(1, LookaheadMode::On, 1.0);  // every expert fits
   K3Session s2(big->config);
   for (size_t i = 0; i < 8; ++i) {
     const uint32_t one[1] = {prompt[i]};

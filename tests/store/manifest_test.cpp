@@ -96,7 +96,8 @@ TEST(StoreManifest, RoundTrip) {
 }
 
 TEST(StoreManifest, BadFieldsAreNamed) {
-  expect_bad([](json& j) { j["version"] = 2; }, {"'version'", "2"});
+  expect_bad([](json& j) { j["version"] = 3; }, {"'version'", "3"});
+  expect_bad([](json& j) { j["version"] = 0; }, {"'version'", "0"});
   expect_bad([](json& j) { j.erase("drives"); }, {"'drives'", "missing"});
   expect_bad([](json& j) { j["format"] = "other"; }, {"'format'"});
   expect_bad([](json& j) { j["surprise"] = 1; }, {"unknown field 'surprise'"});
@@ -160,4 +161,56 @@ TEST(StoreManifest, K3Scale) {
   EXPECT_EQ(b.entry(92, E - 1).drives, m.entry(92, E - 1).drives);
   EXPECT_EQ(b.entry(92, E - 1).sha256, m.entry(92, E - 1).sha256);
   EXPECT_EQ(b.entry(50, 3).crc32c, m.entry(50, 3).crc32c);
+}
+
+namespace {
+json remote_section() {
+  return {{"url", "http://127.0.0.1:8080/k3"},
+          {"checksums", ""},
+          {"disk_budget_bytes", 1000000},
+          {"shards", {{{"name", "model-00001-of-000002.safetensors"}, {"bytes", 123456}, {"etag", "\"abc\""}, {"sha256", ""}}}}};
+}
+}  // namespace
+
+TEST(StoreManifest, RemoteSectionRoundTripAndUnknownHashes) {
+  TempDir dir;
+  StoreManifest m = sample();
+  m.remote = RemoteSource{"https://mirror.example/k3", "SHA256SUMS",
+                          {{"model-00001-of-000002.safetensors", 123456, "\"e1\"", std::string(64, 'd')}}, 5000};
+  m.entries[1 * 4 + 2].hash_known = false;  // not fetched yet: written as "" and 0
+  save_store_manifest(dir.path(), m);
+  const json j = json::parse(read_text_file(dir.file("store.json")));
+  EXPECT_EQ(j["placement"][2]["sha256"], "");
+  EXPECT_EQ(j["placement"][2]["crc32c"], 0);
+  const StoreManifest b = load_store_manifest(dir.path());
+  ASSERT_TRUE(b.remote.has_value());
+  EXPECT_EQ(b.remote->url, "https://mirror.example/k3");
+  EXPECT_EQ(b.remote->checksums, "SHA256SUMS");
+  EXPECT_EQ(b.remote->disk_budget_bytes, 5000u);
+  ASSERT_EQ(b.remote->shards.size(), 1u);
+  EXPECT_EQ(b.remote->shards[0].etag, "\"e1\"");
+  EXPECT_EQ(b.remote->shards[0].sha256, std::string(64, 'd'));
+  EXPECT_FALSE(b.entry(1, 2).hash_known);
+  EXPECT_TRUE(b.entry(1, 3).hash_known);
+  EXPECT_EQ(b.entry(1, 3).sha256, m.entry(1, 3).sha256);
+}
+
+TEST(StoreManifest, BadRemoteFieldsAreNamed) {
+  expect_bad([](json& j) { j["remote"] = remote_section(); j["remote"]["url"] = "ftp://x"; }, {"'remote.url'", "http"});
+  expect_bad([](json& j) { j["remote"] = remote_section(); j["remote"]["url"] = "http://x/"; }, {"'remote.url'", "'/'"});
+  expect_bad([](json& j) { j["remote"] = remote_section(); j["remote"]["shards"] = json::array(); }, {"'remote.shards'", "empty"});
+  expect_bad([](json& j) { j["remote"] = remote_section(); j["remote"]["shards"][0]["name"] = "../x"; },
+             {"'remote.shards[0].name'"});
+  expect_bad([](json& j) { j["remote"] = remote_section(); j["remote"]["shards"][0]["sha256"] = "xyz"; },
+             {"'remote.shards[0].sha256'"});
+  expect_bad([](json& j) { j["remote"] = remote_section(); j["remote"]["extra"] = 1; }, {"unknown field 'remote.extra'"});
+  expect_bad([](json& j) { j["remote"] = remote_section(); j["remote"].erase("disk_budget_bytes"); },
+             {"'remote.disk_budget_bytes'", "missing"});
+  // Without a mirror every expert's hash must be there.
+  expect_bad([](json& j) { j["placement"][0]["sha256"] = ""; }, {"'placement[0].sha256'"});
+  // Not fetched yet: the CRC must be 0 too.
+  expect_bad([](json& j) { j["remote"] = remote_section(); j["placement"][0]["sha256"] = ""; j["placement"][0]["crc32c"] = 5; },
+             {"'placement[0].crc32c'", "expected 0"});
+  // A version-1 manifest has no remote section.
+  expect_bad([](json& j) { j["version"] = 1; j["remote"] = remote_section(); }, {"unknown field 'remote'"});
 }

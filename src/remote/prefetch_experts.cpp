@@ -1,0 +1,111 @@
+#include "remote/prefetch_experts.h"
+
+#include <condition_variable>
+#include <mutex>
+
+#include "format/k3_tensors.h"
+#include "io/aligned_buffer.h"
+#include "store/install.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace deltafin {
+
+std::vector<ExpertMatrixShape> expert_matrix_shapes(const K3Config& c) {
+  const std::vector<TensorSpec> t = k3_expert_tensors(c, 1, 0);  // packed, scale, packed, scale, packed, scale
+  std::vector<ExpertMatrixShape> out;
+  for (size_t i = 0; i < t.size(); i += 2) out.push_back({t[i].shape.at(0), t[i].shape.at(1) * 2});
+  return out;
+}
+
+PrefetchReport prefetch_experts(const std::string& store_dir, const StoreManifest& m, PrefetchRange range,
+                                FetchOptions fetch, bool quiet) {
+  const int64_t last = range.last_layer == 0 ? m.layers - 1 : range.last_layer;
+  if (range.first_layer < 1 || last >= m.layers || range.first_layer > last)
+    fail("--layers: ", range.first_layer, "-", last, " is not within the MoE layers 1-", m.layers - 1);
+  const int threads = fetch.threads;
+  ExpertFetcher fetcher(store_dir, m, std::move(fetch));
+  PrefetchReport report;
+  std::vector<std::pair<int64_t, int64_t>> todo;
+  uint64_t need = 0;
+  for (int64_t l = range.first_layer; l <= last; ++l)
+    for (int64_t e = 0; e < m.experts; ++e) {
+      if (fetcher.is_local(l, e)) {
+        ++report.already_local;
+        continue;
+      }
+      todo.push_back({l, e});
+      need += m.expert_bytes * m.entry(l, e).drives.size();
+    }
+  const uint64_t budget = fetcher.disk_budget_bytes();
+  if (budget && fetcher.disk_used_bytes() + need > budget)
+    fail("prefetch: layers ", range.first_layer, "-", last, " need ", human_bytes(static_cast<double>(need)),
+         " more on the drives, but the disk budget is ", human_bytes(static_cast<double>(budget)), " and ",
+         human_bytes(static_cast<double>(fetcher.disk_used_bytes())),
+         " is used: fetch fewer layers or raise the budget (setup --disk-budget)");
+
+  // A few buffers per download thread keep every connection busy.
+  const size_t buffers = static_cast<size_t>(threads) * 2;
+  std::vector<AlignedBuffer> pool;
+  std::vector<uint8_t*> free_buffers;
+  for (size_t i = 0; i < std::min(buffers, todo.size()); ++i) {
+    pool.push_back(make_aligned_buffer(m.expert_bytes));
+    free_buffers.push_back(pool.back().get());
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string first_error;
+  size_t in_flight = 0;
+  Progress progress("prefetch", todo.size() * m.expert_bytes, !quiet);
+  InterruptGuard interrupts;
+  auto wait_for = [&](auto pred) {
+    std::unique_lock<std::mutex> g(mu);
+    cv.wait(g, pred);
+  };
+  try {
+    for (const auto& [l, e] : todo) {
+      wait_for([&] { return !free_buffers.empty() || !first_error.empty(); });
+      check_interrupt();
+      uint8_t* buf;
+      {
+        std::lock_guard<std::mutex> g(mu);
+        if (!first_error.empty()) break;
+        buf = free_buffers.back();
+        free_buffers.pop_back();
+        ++in_flight;
+      }
+      FetchRequest r;
+      r.layer = l;
+      r.expert = e;
+      r.priority = ReadPriority::Demand;
+      r.dest = buf;
+      r.on_done = [&, buf](const ReadResult& res) {
+        std::lock_guard<std::mutex> g(mu);
+        if (res.ok) {
+          ++report.fetched;
+          progress.add(m.expert_bytes);
+        } else if (first_error.empty()) {
+          first_error = res.cancelled ? "cancelled" : res.error;
+        }
+        free_buffers.push_back(buf);
+        --in_flight;
+        cv.notify_all();
+      };
+      fetcher.submit(std::move(r));
+    }
+    wait_for([&] { return in_flight == 0; });
+  } catch (...) {
+    wait_for([&] { return in_flight == 0; });  // the buffers must outlive the fetches
+    throw;
+  }
+  check_interrupt();
+  if (!first_error.empty()) fail(first_error);
+  progress.finish();
+  const FetchCounters c = fetcher.counters();
+  report.bytes_received = c.bytes;
+  report.retries = c.retries;
+  report.seconds = progress.seconds();
+  return report;
+}
+
+}  // namespace deltafin

@@ -1,0 +1,115 @@
+#include "store/hash_journal.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "util/crc32c.h"
+#include "util/error.h"
+#include "util/file.h"
+
+namespace deltafin {
+
+namespace {
+
+constexpr size_t kSlotBytes = 48;
+constexpr uint32_t kMagic = 0x31484644;  // "DFH1" little-endian
+
+uint32_t get_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);  // the file is little-endian, like every machine this builds for
+  return v;
+}
+void put_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
+
+}  // namespace
+
+std::string HashJournal::path(const std::string& store_dir) { return store_dir + "/remote/hashes.bin"; }
+
+HashJournal::HashJournal(const std::string& store_dir, int64_t layers, int64_t experts)
+    : path_(path(store_dir)), layers_(layers), experts_(experts) {
+  const size_t count = static_cast<size_t>((layers - 1) * experts);
+  const uint64_t want = count * kSlotBytes;
+  if (!file_exists(path_)) {
+    std::filesystem::create_directories(store_dir + "/remote");
+    write_file_atomic(path_, std::string(want, '\0'));
+  }
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd_ < 0) fail(path_, ": cannot open: ", std::strerror(errno));
+  std::string bytes;
+  try {
+    bytes = read_text_file(path_);
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+  if (bytes.size() != want) {
+    ::close(fd_);
+    fail(path_, ": ", bytes.size(), " bytes, expected ", want, " (", count,
+         " slots of 48 bytes); the file does not belong to this store");
+  }
+  slots_.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    const uint8_t* s = reinterpret_cast<const uint8_t*>(bytes.data()) + i * kSlotBytes;
+    bool empty = true;
+    for (size_t k = 0; k < kSlotBytes && empty; ++k) empty = s[k] == 0;
+    if (empty) continue;
+    if (get_u32(s) != kMagic || get_u32(s + 44) != crc32c(s, 44)) {
+      damaged_.push_back(cat("layer ", 1 + static_cast<int64_t>(i) / experts, " expert ", static_cast<int64_t>(i) % experts));
+      continue;
+    }
+    ExpertHash h;
+    h.crc32c = get_u32(s + 4);
+    std::memcpy(h.sha256.data(), s + 8, 32);
+    slots_[i] = h;
+  }
+}
+
+HashJournal::~HashJournal() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+size_t HashJournal::slot(int64_t layer, int64_t expert) const {
+  if (layer < 1 || layer >= layers_ || expert < 0 || expert >= experts_)
+    fail(path_, ": no slot for (layer ", layer, ", expert ", expert, ")");
+  return static_cast<size_t>((layer - 1) * experts_ + expert);
+}
+
+std::optional<ExpertHash> HashJournal::get(int64_t layer, int64_t expert) const {
+  const size_t i = slot(layer, expert);
+  std::lock_guard<std::mutex> g(mutex_);
+  return slots_[i];
+}
+
+size_t HashJournal::known() const {
+  std::lock_guard<std::mutex> g(mutex_);
+  size_t n = 0;
+  for (const auto& s : slots_) n += s.has_value();
+  return n;
+}
+
+void HashJournal::record(int64_t layer, int64_t expert, const ExpertHash& h) {
+  const size_t i = slot(layer, expert);
+  std::lock_guard<std::mutex> g(mutex_);
+  if (slots_[i]) {
+    if (slots_[i]->sha256 != h.sha256 || slots_[i]->crc32c != h.crc32c)
+      fail(path_, ": layer ", layer, " expert ", expert, ": a different hash is already recorded (",
+           to_hex(slots_[i]->sha256), ")");
+    return;
+  }
+  uint8_t s[kSlotBytes] = {};
+  put_u32(s, kMagic);
+  put_u32(s + 4, h.crc32c);
+  std::memcpy(s + 8, h.sha256.data(), 32);
+  put_u32(s + 44, crc32c(s, 44));
+  const off_t at = static_cast<off_t>(i * kSlotBytes);
+  if (::pwrite(fd_, s, kSlotBytes, at) != static_cast<ssize_t>(kSlotBytes))
+    fail(path_, ": cannot record the hash of layer ", layer, " expert ", expert, ": ", std::strerror(errno));
+  if (::fdatasync(fd_) != 0) fail(path_, ": fdatasync: ", std::strerror(errno));
+  slots_[i] = h;
+}
+
+}  // namespace deltafin
