@@ -50,4 +50,32 @@ curl -sSN "$url/v1/chat/completions" -H "Content-Type: application/json" \
 kill $serve_pid; wait $serve_pid || true
 trap - EXIT
 echo
+echo "== 8. stream from a mirror: nginx serves the checkpoint on loopback; setup --stream moves only the spine =="
+rm -rf demo-mirror demo-stream-store demo-stream-drives
+mkdir -p demo-mirror/logs demo-mirror/tmp demo-stream-drives/d0 demo-stream-drives/d1
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cat > demo-mirror/nginx.conf <<NGINX
+daemon off; master_process off; pid $PWD/demo-mirror/nginx.pid; error_log $PWD/demo-mirror/logs/error.log;
+events {}
+http {
+  access_log $PWD/demo-mirror/logs/access.log;
+  client_body_temp_path $PWD/demo-mirror/tmp; proxy_temp_path $PWD/demo-mirror/tmp; fastcgi_temp_path $PWD/demo-mirror/tmp;
+  uwsgi_temp_path $PWD/demo-mirror/tmp; scgi_temp_path $PWD/demo-mirror/tmp;
+  server { listen 127.0.0.1:$port; root $PWD; }
+}
+NGINX
+/usr/sbin/nginx -p "$PWD/demo-mirror" -c "$PWD/demo-mirror/nginx.conf" -e "$PWD/demo-mirror/logs/error.log" &
+nginx_pid=$!
+trap 'kill $nginx_pid 2>/dev/null || true' EXIT
+for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$port/$model/config.json" && break; sleep 0.1; done
+$bin setup --source "http://127.0.0.1:$port/$model" --stream --store demo-stream-store \
+  --drives demo-stream-drives/d0,demo-stream-drives/d1 --disk-budget 0.02
+echo "-- experts are fetched from the mirror as they are needed; at most 20 MB of them are kept on the drives"
+$bin run --store demo-stream-store --chat --prompt "What is the capital of France?" --max-new 8 --ignore-eos --stats \
+  --cache-gb 0.005 2>&1 | grep -E "^(mirror|decode|prefill):" || true
+$bin logits --store demo-stream-store --tokens 300,301,302,303,304,305 --step 1 --cache-gb 0 --out demo-mirror.npy
+cmp demo-resident.npy demo-mirror.npy && echo "streamed from the mirror, identical: $(stat -c %s demo-mirror.npy) bytes"
+kill $nginx_pid; wait $nginx_pid || true
+trap - EXIT
+echo
 echo "Note: the weights are random, so this model has K3's shape but no knowledge: the text is noise."
