@@ -69,8 +69,8 @@ nginx_pid=$!
 trap 'kill $nginx_pid 2>/dev/null || true' EXIT
 for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$port/$model/config.json" && break; sleep 0.1; done
 $bin setup --source "http://127.0.0.1:$port/$model" --stream --store demo-stream-store \
-  --drives demo-stream-drives/d0,demo-stream-drives/d1 --disk-budget 0.02
-echo "-- experts are fetched from the mirror as they are needed; at most 20 MB of them are kept on the drives"
+  --drives demo-stream-drives/d0,demo-stream-drives/d1 --disk-budget 0.01
+echo "-- experts are fetched from the mirror as they are needed; at most 10 MB of them are kept on the drives (the coldest are evicted)"
 $bin run --store demo-stream-store --chat --prompt "What is the capital of France?" --max-new 8 --ignore-eos --stats \
   --cache-gb 0.005 2>&1 | grep -E "^(mirror|decode|prefill):" || true
 $bin logits --store demo-stream-store --tokens 300,301,302,303,304,305 --step 1 --cache-gb 0 --out demo-mirror.npy

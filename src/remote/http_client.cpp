@@ -240,6 +240,15 @@ struct HttpClient::Impl {
   }
   ~Impl() { curl_easy_cleanup(curl); }
 
+  // libcurl calls this often during a transfer; non-zero aborts it.
+  static int on_progress(void* self, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+    return static_cast<Impl*>(self)->options.cancelled() ? 1 : 0;
+  }
+
+  void check_cancelled(const Request& r) const {
+    if (options.cancelled && options.cancelled()) fail(r.describe(), ": interrupted");
+  }
+
   // Options that hold for every request of this client.
   void configure() {
     set(CURLOPT_NOSIGNAL, 1L);  // no SIGALRM for timeouts: clients live in worker threads
@@ -255,6 +264,11 @@ struct HttpClient::Impl {
     set(CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(options.low_speed_bytes_per_s));
     set(CURLOPT_TCP_KEEPALIVE, 1L);
     set(CURLOPT_BUFFERSIZE, kReceiveBuffer);
+    if (options.cancelled) {
+      set(CURLOPT_NOPROGRESS, 0L);
+      set(CURLOPT_XFERINFOFUNCTION, &Impl::on_progress);
+      set(CURLOPT_XFERINFODATA, this);
+    }
     set(CURLOPT_HEADERFUNCTION, &Impl::on_header);
     set(CURLOPT_WRITEFUNCTION, &Impl::on_body);
     // No CURLOPT_ACCEPT_ENCODING: byte ranges are of the file as stored.
@@ -364,7 +378,9 @@ struct HttpClient::Impl {
   void with_retries(const Request& r, Transfer& t) {
     const int attempts = std::max(1, options.attempts);
     for (int k = 1;; ++k) {
+      check_cancelled(r);
       const Outcome o = attempt(r, t);
+      check_cancelled(r);  // an aborted transfer reports as interrupted, not as a network failure
       switch (o.verdict) {
         case Verdict::Ok:
           return;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,10 @@ struct HttpOptions {
   double low_speed_time_s = 20.0;
   uint64_t low_speed_bytes_per_s = 1024;
   std::string user_agent = "deltafin";
+  // Polled during transfers and between attempts: when it returns true the
+  // request stops at once with an "interrupted" error (Ctrl-C must not wait
+  // out a stalled mirror's timeouts and retries). May be empty.
+  std::function<bool()> cancelled;
 };
 
 // What the mirror says about one file (HEAD).

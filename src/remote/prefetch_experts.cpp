@@ -24,6 +24,9 @@ PrefetchReport prefetch_experts(const std::string& store_dir, const StoreManifes
   if (range.first_layer < 1 || last >= m.layers || range.first_layer > last)
     fail("--layers: ", range.first_layer, "-", last, " is not within the MoE layers 1-", m.layers - 1);
   const int threads = fetch.threads;
+  InterruptGuard interrupts;  // from here Ctrl-C sets a flag (checked below and by every transfer)
+  // Ctrl-C stops transfers at once, not after a stalled mirror's timeouts.
+  fetch.http.cancelled = [] { return interrupt_requested(); };
   ExpertFetcher fetcher(store_dir, m, std::move(fetch));
   PrefetchReport report;
   std::vector<std::pair<int64_t, int64_t>> todo;
@@ -57,7 +60,6 @@ PrefetchReport prefetch_experts(const std::string& store_dir, const StoreManifes
   std::string first_error;
   size_t in_flight = 0;
   Progress progress("prefetch", todo.size() * m.expert_bytes, !quiet);
-  InterruptGuard interrupts;
   auto wait_for = [&](auto pred) {
     std::unique_lock<std::mutex> g(mu);
     cv.wait(g, pred);

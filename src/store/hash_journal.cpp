@@ -29,29 +29,32 @@ void put_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
 
 std::string HashJournal::path(const std::string& store_dir) { return store_dir + "/remote/hashes.bin"; }
 
-HashJournal::HashJournal(const std::string& store_dir, int64_t layers, int64_t experts)
+HashJournal::HashJournal(const std::string& store_dir, int64_t layers, int64_t experts, Mode mode)
     : path_(path(store_dir)), layers_(layers), experts_(experts) {
   const size_t count = static_cast<size_t>((layers - 1) * experts);
   const uint64_t want = count * kSlotBytes;
+  slots_.resize(count);
+  if (mode == Mode::ReadOnly && !file_exists(path_)) return;
   if (!file_exists(path_)) {
     std::filesystem::create_directories(store_dir + "/remote");
     write_file_atomic(path_, std::string(want, '\0'));
   }
-  fd_ = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd_ < 0) fail(path_, ": cannot open: ", std::strerror(errno));
+  if (mode == Mode::ReadWrite) {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd_ < 0) fail(path_, ": cannot open for writing: ", std::strerror(errno));
+  }
   std::string bytes;
   try {
     bytes = read_text_file(path_);
   } catch (...) {
-    ::close(fd_);
+    if (fd_ >= 0) ::close(fd_);
     throw;
   }
   if (bytes.size() != want) {
-    ::close(fd_);
+    if (fd_ >= 0) ::close(fd_);
     fail(path_, ": ", bytes.size(), " bytes, expected ", want, " (", count,
          " slots of 48 bytes); the file does not belong to this store");
   }
-  slots_.resize(count);
   for (size_t i = 0; i < count; ++i) {
     const uint8_t* s = reinterpret_cast<const uint8_t*>(bytes.data()) + i * kSlotBytes;
     bool empty = true;
@@ -93,6 +96,7 @@ size_t HashJournal::known() const {
 
 void HashJournal::record(int64_t layer, int64_t expert, const ExpertHash& h) {
   const size_t i = slot(layer, expert);
+  if (fd_ < 0) fail(path_, ": opened read-only; cannot record the hash of layer ", layer, " expert ", expert);
   std::lock_guard<std::mutex> g(mutex_);
   if (slots_[i]) {
     if (slots_[i]->sha256 != h.sha256 || slots_[i]->crc32c != h.crc32c)

@@ -32,9 +32,11 @@ struct ExpertHash {
 
 class HashJournal {
 public:
-  // Opens (creating it, all slots empty, when absent) the journal for
-  // layers 1..layers-1 x experts.
-  HashJournal(const std::string& store_dir, int64_t layers, int64_t experts);
+  enum class Mode { ReadWrite, ReadOnly };
+  // Opens the journal for layers 1..layers-1 x experts. ReadWrite creates it
+  // (all slots empty) when absent; ReadOnly (doctor) never writes: a missing
+  // file means nothing is recorded, and record() is refused.
+  HashJournal(const std::string& store_dir, int64_t layers, int64_t experts, Mode mode = Mode::ReadWrite);
   ~HashJournal();
   HashJournal(const HashJournal&) = delete;
   HashJournal& operator=(const HashJournal&) = delete;
@@ -52,7 +54,7 @@ public:
 private:
   size_t slot(int64_t layer, int64_t expert) const;
   std::string path_;
-  int fd_ = -1;
+  int fd_ = -1;  // -1 in ReadOnly mode
   int64_t layers_, experts_;
   mutable std::mutex mutex_;
   std::vector<std::optional<ExpertHash>> slots_;

@@ -37,6 +37,8 @@ InterruptGuard::~InterruptGuard() {
   ::sigaction(SIGTERM, &saved_->old_term, nullptr);
 }
 
+bool interrupt_requested() { return g_interrupted.load(); }
+
 void check_interrupt() {
   if (g_interrupted)
     fail("interrupted (Ctrl-C): finished files are kept and nothing half-written is left; rerun the same command to resume");

@@ -29,6 +29,8 @@ private:
 
 // Throws a deltafin::Error saying the work was interrupted once the flag is set.
 void check_interrupt();
+// The flag itself (for loops that must stop without throwing, e.g. a transfer).
+bool interrupt_requested();
 
 // Exclusive lock on a store (store/setup.lock), so two setups cannot write it
 // at once, nor remove each other's temporary files.

@@ -188,9 +188,10 @@ SetupReport run_setup(const SetupOptions& o) {
   fs::create_directories(o.store);
   const std::string store = fs::canonical(o.store).string();
   StoreLock lock(store);
+  std::optional<StoreManifest> previous;  // the store being rebuilt, when there is one
   if (file_exists(store + "/store.json")) {
-    StoreManifest old = with_context(cat(store, ": existing store (delete store.json to rebuild from scratch)"),
-                                     [&] { return load_store_manifest(store); });
+    const StoreManifest& old = previous.emplace(with_context(
+        cat(store, ": existing store (delete store.json to rebuild from scratch)"), [&] { return load_store_manifest(store); }));
     auto same = [](const SourceFile& a, const SourceFile& b) {
       return a.name == b.name && a.bytes == b.bytes && a.sha256 == b.sha256;
     };
@@ -366,10 +367,17 @@ SetupReport run_setup(const SetupOptions& o) {
         jobs.push_back({l, e});
         continue;
       }
-      // Placed only: the fetcher installs the file and learns the hash.
+      // Placed only: the fetcher installs the file and learns the hash. A
+      // hash the store already had (verified against the source by an
+      // earlier setup of the same checkpoint) is kept.
       ExpertEntry& entry = m.entries[static_cast<size_t>(l * E + e)];
       entry.drives = placed[static_cast<size_t>(l * E + e)];
       entry.hash_known = false;
+      if (previous && previous->entry(l, e).hash_known) {
+        entry.sha256 = previous->entry(l, e).sha256;
+        entry.crc32c = previous->entry(l, e).crc32c;
+        entry.hash_known = true;
+      }
     }
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};

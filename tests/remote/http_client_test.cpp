@@ -7,6 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -386,6 +389,28 @@ TEST_F(HttpMirror, AccessLogCountsRequestsAndBodyBytes) {
   // The 404 page's body counts too.
   EXPECT_EQ(nginx_->body_bytes_logged(), client.bytes_received());
   EXPECT_GE(nginx_->body_bytes_logged(), kSmall.size() + 1000);
+}
+
+// Ctrl-C must not wait out a stalled mirror: the cancel predicate stops the
+// transfer in progress and the retries after it.
+TEST_F(HttpFaults, CancelStopsAStalledTransferAtOnce) {
+  FaultProxy& p = proxy(always(Fault::Stall));
+  p.stall_s = 6;
+  std::atomic<bool> cancel{false};
+  HttpOptions o = fast_options();
+  o.low_speed_time_s = 20;  // without the predicate this would wait 20 s per attempt
+  o.cancelled = [&] { return cancel.load(); };
+  HttpClient client(o);
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    cancel = true;
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FAILS_WITH(fetch(client, purl("big.bin"), 0, 100), purl("big.bin"), "interrupted");
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  t.join();
+  EXPECT_LT(took, 3.0);
+  EXPECT_EQ(p.requests(), 1u);  // not retried
 }
 
 }  // namespace
