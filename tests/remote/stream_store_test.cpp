@@ -84,7 +84,10 @@ struct Shared {
 
 std::string join_ids(const std::vector<uint32_t>& ids) {
   std::string s;
-  for (uint32_t t : ids) s += (s.empty() ? "" : ",") + std::to_string(t);
+  for (uint32_t t : ids) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(t);
+  }
   return s;
 }
 
