@@ -37,7 +37,9 @@ double ExpertCache::value_locked(const Slot& s) const {
 
 // Empty slots first, then the evictable ready (or failed, unreferenced) slot
 // of lowest value. A prefetch may not take a slot if fewer than reserve_
-// claimable slots would remain for demand reads.
+// claimable slots would remain for demand reads, nor evict another prefetch
+// not used yet (that trades one speculative read for another and wastes the
+// first).
 int ExpertCache::find_victim_locked(bool demand) const {
   int best = -1, claimable = 0;
   double best_value = 0;
@@ -46,6 +48,7 @@ int ExpertCache::find_victim_locked(bool demand) const {
     const Slot& s = slots_[i];
     if (s.pinned || s.refs > 0 || s.state == State::Loading) continue;
     ++claimable;
+    if (!demand && s.prefetched && s.state == State::Ready) continue;
     const bool empty = s.state == State::Empty;
     const double v = empty ? 0 : value_locked(s);
     const bool better = best < 0 || (empty && !best_empty) ||
@@ -200,6 +203,14 @@ std::vector<std::pair<int64_t, uint64_t>> ExpertCache::loading_prefetches() cons
   for (const Slot& s : slots_)
     if (!s.pinned && s.state == State::Loading && s.prefetched && s.refs == 0 && s.ticket != 0) out.push_back({s.key, s.ticket});
   return out;
+}
+
+bool ExpertCache::contains(int64_t key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return false;
+  const State st = slots_[static_cast<size_t>(it->second)].state;
+  return st == State::Ready || st == State::Loading;
 }
 
 size_t ExpertCache::ready_count() const {

@@ -96,6 +96,8 @@ public:
   size_t slot_count() const { return slots_.size(); }
   size_t pinned_count() const { return pinned_; }
   size_t ready_count() const;
+  // Whether `key` is in a slot, Ready or Loading (a demand acquire would not claim).
+  bool contains(int64_t key) const;
   uint64_t evictions() const;
 
 private:

@@ -116,6 +116,14 @@ void StreamingExpertSource::cancel_stale(int64_t layer, std::span<const int64_t>
 void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_t> experts,
                                            const std::function<void(size_t, const uint8_t*)>& use) {
   cache_->set_current_layer(layer);
+  if (deferred_layer_ == layer) drop_deferred();  // its demand reads take over now
+  if (prefetched_layer_ == layer) {
+    for (int64_t e : prefetched_)
+      if (std::find(experts.begin(), experts.end(), e) != experts.end() && !cache_->contains(key(layer, e)))
+        ++c_.prefetch_lost;
+    prefetched_.clear();
+    prefetched_layer_ = -1;
+  }
   cancel_stale(layer, experts);
   struct Held {
     size_t index;
@@ -173,7 +181,16 @@ void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_
 
   try {
     size_t next_deferred = 0;
+    // Experts already in RAM (or on their way) are taken first: claiming a
+    // slot for a miss may evict an unreferenced entry, and when the layer's
+    // union is larger than the cache that could be one of this layer's own
+    // prefetched experts, read for nothing.
+    std::vector<size_t> order;
     for (size_t i = 0; i < experts.size(); ++i)
+      if (cache_->contains(key(layer, experts[i]))) order.push_back(i);
+    for (size_t i = 0; i < experts.size(); ++i)
+      if (!cache_->contains(key(layer, experts[i]))) order.push_back(i);
+    for (size_t i : order)
       if (!take(i)) deferred.push_back(i);
     for (;;) {
       // Hits first (a deferred expert may also turn out a hit): compute while the misses are read.
@@ -183,6 +200,7 @@ void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_
         finish(h);
       }
       while (next_deferred < deferred.size() && take(deferred[next_deferred])) ++next_deferred;
+      if (next_deferred == deferred.size()) issue_deferred(layer);
       if (!ready.empty()) continue;
       if (pending.empty() && next_deferred == deferred.size()) break;
       auto t0 = std::chrono::steady_clock::now();
@@ -199,6 +217,7 @@ void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_
       pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(j));
       finish(h);
     }
+    issue_deferred(layer);  // the last releases: the next layer's reads start before this layer's tail compute ends
   } catch (...) {
     for (const Held& h : ready) cache_->release(h.slot);
     for (const Held& h : pending) cache_->release(h.slot);
@@ -232,8 +251,11 @@ size_t StreamingExpertSource::prefetch_room() const {
 
 void StreamingExpertSource::prefetch(int64_t layer, std::span<const int64_t> experts) {
   const size_t room = prefetch_room();
+  drop_deferred();
   if (experts.size() > room) {
-    c_.prefetch_skipped += experts.size() - room;
+    // The rest waits for slots the current layer gives back (issue_deferred).
+    deferred_layer_ = layer;
+    deferred_prefetch_.assign(experts.begin() + static_cast<std::ptrdiff_t>(room), experts.end());
     experts = experts.first(room);  // single-row predictions come most confident first
   }
   for (int64_t e : experts) {
@@ -241,13 +263,48 @@ void StreamingExpertSource::prefetch(int64_t layer, std::span<const int64_t> exp
     if (c.outcome == ExpertCache::Outcome::Full) break;  // the rest would not fit either
     if (c.outcome != ExpertCache::Outcome::Claimed) continue;
     submit(layer, e, c.slot, ReadPriority::Prefetch);
+    note_prefetched(layer, e);
     ++c_.prefetch_issued;
   }
+}
+
+// Called while `current_layer` is being computed and all its experts have
+// their slots: a slot it releases can only be wanted next by layer
+// current_layer + 1, so a prediction for that layer may take it without
+// displacing a read this layer needs, and the eviction order (recency in the
+// layer cycle) keeps it until its layer comes. Stops at the first Full: the
+// next release tries again.
+void StreamingExpertSource::issue_deferred(int64_t current_layer) {
+  if (deferred_layer_ != current_layer + 1) return;
+  while (!deferred_prefetch_.empty()) {
+    const int64_t e = deferred_prefetch_.front();
+    ExpertCache::Claim c = cache_->acquire(key(deferred_layer_, e), false);
+    if (c.outcome == ExpertCache::Outcome::Full) return;
+    deferred_prefetch_.erase(deferred_prefetch_.begin());
+    if (c.outcome != ExpertCache::Outcome::Claimed) continue;  // already there or on its way
+    submit(deferred_layer_, e, c.slot, ReadPriority::Prefetch);
+    note_prefetched(deferred_layer_, e);
+    ++c_.prefetch_issued;
+    ++c_.prefetch_deferred;
+  }
+}
+
+void StreamingExpertSource::note_prefetched(int64_t layer, int64_t expert) {
+  if (prefetched_layer_ != layer) prefetched_.clear();
+  prefetched_layer_ = layer;
+  prefetched_.push_back(expert);
+}
+
+void StreamingExpertSource::drop_deferred() {
+  c_.prefetch_skipped += deferred_prefetch_.size();
+  deferred_prefetch_.clear();
+  deferred_layer_ = -1;
 }
 
 void StreamingExpertSource::begin_pass(size_t positions) { pass_positions_ = positions; }
 
 void StreamingExpertSource::end_pass() {
+  drop_deferred();
   if (heat_) heat_->decay(std::pow(kHeatDecayPerPosition, static_cast<double>(pass_positions_)));
   // The fetcher evicts by heat on its own threads: it gets a copy.
   if (heat_ && fetcher_ && fetcher_->disk_budget_bytes()) fetcher_->set_heat(*heat_);

@@ -30,6 +30,8 @@ struct StreamCounters {
   uint64_t bytes_read = 0;     // completed reads, demand and prefetch
   uint64_t prefetch_issued = 0, prefetch_cancelled = 0;
   uint64_t prefetch_skipped = 0;  // predictions not read: no room left after the current layer's reads
+  uint64_t prefetch_deferred = 0; // predictions read later, into slots the current layer released
+  uint64_t prefetch_lost = 0;     // predictions read, needed, but evicted before their layer came (wasted reads)
   double wait_s = 0;           // engine thread blocked on reads
   FetchCounters fetch;         // streamed stores: experts fetched from the mirror
 };
@@ -72,6 +74,8 @@ private:
   bool abort(uint64_t ticket);
   void cancel_stale(int64_t layer, std::span<const int64_t> needed);
   size_t prefetch_room() const;
+  void issue_deferred(int64_t current_layer);
+  void drop_deferred();
 
   const StoreManifest& m_;
   HeatHistogram* heat_;
@@ -84,6 +88,14 @@ private:
   StreamCounters c_;  // engine-thread fields
   std::atomic<uint64_t> bytes_read_{0};
   size_t pass_positions_ = 0;
+  // Predictions for the next layer that did not fit when predicted: issued
+  // one by one as the current layer, all its reads claimed, releases slots.
+  int64_t deferred_layer_ = -1;
+  std::vector<int64_t> deferred_prefetch_;
+  // Predictions read for one layer, to count those lost before it came.
+  int64_t prefetched_layer_ = -1;
+  std::vector<int64_t> prefetched_;
+  void note_prefetched(int64_t layer, int64_t expert);
   size_t evictable_slots_;
   int64_t experts_per_token_;
 };

@@ -188,20 +188,32 @@ TEST(ExpertMajorPrefill, GenerateUsesTheChunkAndStopsBetweenPasses) {
   EXPECT_EQ(c.length(), 7);  // the first pass ran, the stop was noticed before the second
 }
 
-TEST(ExpertMajorPrefill, NoPrefetchIntoSlotsTheCurrentLayerWillTake) {
+TEST(ExpertMajorPrefill, PrefetchOnlyIntoSlotsTheCurrentLayerReleased) {
   // A 40-row pass of the tiny model needs about all 16 experts of a layer;
-  // with a cache of the working set only there is no room to keep a
-  // prediction for the next layer until it comes, so none is read (each
-  // would be evicted unused). A one-row pass with the whole model cached
-  // prefetches as before.
+  // with a cache of the working set only there is no room for a prediction
+  // for the next layer when it is made. It waits until the current layer has
+  // claimed all its reads and releases slots, and is then read into them:
+  // no prediction displaces a read of the current layer, and none that its
+  // layer needs is evicted before the layer comes. Every byte read is used
+  // except those of wrong predictions (predicted, not routed to). A one-row
+  // pass with the whole model cached prefetches as before.
   const std::vector<uint32_t> prompt = test::random_tokens(15, 40, 700);
   auto m = load_store(1, LookaheadMode::On);
   K3Session s(m->config);
   prefill(*m->model, s, prompt, 0);
   StreamCounters c = m->stream->counters();
-  EXPECT_EQ(c.prefetch_issued, 0u);
-  EXPECT_GT(c.prefetch_skipped, 0u);
-  EXPECT_EQ(c.bytes_read, c.misses * m->manifest->expert_bytes);
+  EXPECT_GT(c.prefetch_deferred, 0u);
+  EXPECT_EQ(c.prefetch_issued, c.prefetch_deferred);  // none fitted when predicted
+  EXPECT_EQ(c.prefetch_lost, 0u);
+  EXPECT_EQ(c.misses + c.hits + c.inflight, c.demanded);
+  const uint64_t used = c.misses + c.prefetch_hits + c.inflight;
+  const uint64_t wrong = c.prefetch_issued - c.prefetch_hits - c.inflight - c.prefetch_cancelled;
+  EXPECT_LE(wrong, c.prefetch_issued / 4) << "issued " << c.prefetch_issued;  // lookahead recall on this model is ~0.6-0.9
+  // (A wrong prediction may still be in flight when the pass ends.)
+  EXPECT_GE(c.bytes_read, used * m->manifest->expert_bytes);
+  EXPECT_LE(c.bytes_read, (used + wrong) * m->manifest->expert_bytes)
+      << "misses " << c.misses << ", prefetch hits " << c.prefetch_hits << ", in flight " << c.inflight
+      << ", issued " << c.prefetch_issued << ", cancelled " << c.prefetch_cancelled;
 
   auto big = load_store(1, LookaheadMode::On, 1.0);  // every expert fits
   K3Session s2(big->config);
