@@ -205,6 +205,12 @@ std::vector<std::pair<int64_t, uint64_t>> ExpertCache::loading_prefetches() cons
   return out;
 }
 
+void ExpertCache::unmark_prefetched(int64_t layer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Slot& s : slots_)
+    if (s.key >= 0 && s.key / experts_per_layer_ == layer && s.state == State::Ready) s.prefetched = false;
+}
+
 bool ExpertCache::contains(int64_t key) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = index_.find(key);

@@ -98,6 +98,9 @@ public:
   size_t ready_count() const;
   // Whether `key` is in a slot, Ready or Loading (a demand acquire would not claim).
   bool contains(int64_t key) const;
+  // Ends the "prefetched, not used yet" mark of the layer's Ready slots (its
+  // demands have come: what was not used was a wrong prediction).
+  void unmark_prefetched(int64_t layer);
   uint64_t evictions() const;
 
 private:

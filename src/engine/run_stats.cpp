@@ -1,5 +1,7 @@
 #include "engine/run_stats.h"
 
+#include "util/error.h"
+
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -147,6 +149,9 @@ std::string RunStatsCollector::summary() const {
                   static_cast<unsigned long long>(f.evicted), human_bytes(static_cast<double>(f.evicted_bytes)).c_str(),
                   static_cast<unsigned long long>(f.not_kept));
     out += buf;
+    if (f.install_failed)
+      out += cat("mirror: ", f.install_failed, " fetched experts could not be written to their drives (used from RAM); last: ",
+                 f.last_install_error, "\n");
   }
   std::snprintf(buf, sizeof buf, "peak RSS %s (plan: %s spine + %s cache + %s pinned)\n",
                 human_bytes(static_cast<double>(peak_rss_bytes())).c_str(),

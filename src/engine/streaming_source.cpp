@@ -38,6 +38,7 @@ StreamingExpertSource::StreamingExpertSource(const StoreManifest& m, const Strea
   std::vector<DriveSpec> drives;
   for (const StoreDrive& d : m.drives) drives.push_back({d.path, d.read_bytes_per_s});
   reader_ = std::make_unique<ExpertReader>(drives, o.reader, monitor);
+  prefetched_.resize(static_cast<size_t>(m.layers));
   if (m.remote) {
     if (!o.fetch) fail(o.store_dir, ": a streamed store (experts on the mirror ", m.remote->url, ") needs fetch options");
     fetcher_ = std::make_unique<ExpertFetcher>(o.store_dir, m, *o.fetch);
@@ -71,7 +72,20 @@ void StreamingExpertSource::submit(int64_t layer, int64_t expert, int slot, Read
   // A streamed store reads an expert from its drive once it is there (held
   // against eviction until the read is done) and fetches it otherwise.
   const bool held = fetcher_ && fetcher_->hold_local(layer, expert);
-  if (fetcher_ && !held) return submit_fetch(layer, expert, slot, priority);
+  try {
+    if (fetcher_ && !held) return submit_fetch(layer, expert, slot, priority);
+    submit_read(layer, expert, slot, priority, held);
+  } catch (const std::exception& e) {
+    // Nothing was queued: give the hold and the claimed slot back, so the
+    // expert stays evictable and no waiter waits for a read that never comes.
+    if (held) fetcher_->release_local(layer, expert);
+    cache_->finish_load(slot, false, e.what());
+    if (priority == ReadPriority::Demand) cache_->release(slot);  // a demand claim holds a reference
+    throw;
+  }
+}
+
+void StreamingExpertSource::submit_read(int64_t layer, int64_t expert, int slot, ReadPriority priority, bool held) {
   const ExpertEntry& e = m_.entry(layer, expert);
   ReadRequest r;
   r.layer = layer;
@@ -117,13 +131,10 @@ void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_
                                            const std::function<void(size_t, const uint8_t*)>& use) {
   cache_->set_current_layer(layer);
   if (deferred_layer_ == layer) drop_deferred();  // its demand reads take over now
-  if (prefetched_layer_ == layer) {
-    for (int64_t e : prefetched_)
-      if (std::find(experts.begin(), experts.end(), e) != experts.end() && !cache_->contains(key(layer, e)))
-        ++c_.prefetch_lost;
-    prefetched_.clear();
-    prefetched_layer_ = -1;
-  }
+  for (int64_t e : prefetched_[static_cast<size_t>(layer)])
+    if (std::find(experts.begin(), experts.end(), e) != experts.end() && !cache_->contains(key(layer, e)))
+      ++c_.prefetch_lost;
+  prefetched_[static_cast<size_t>(layer)].clear();
   cancel_stale(layer, experts);
   struct Held {
     size_t index;
@@ -218,6 +229,10 @@ void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_
       finish(h);
     }
     issue_deferred(layer);  // the last releases: the next layer's reads start before this layer's tail compute ends
+    // This layer's wrong predictions are ordinary entries from now on: the
+    // "a prefetch may not evict an unused prefetch" rule protects only
+    // predictions whose layer is still to come.
+    cache_->unmark_prefetched(layer);
   } catch (...) {
     for (const Held& h : ready) cache_->release(h.slot);
     for (const Held& h : pending) cache_->release(h.slot);
@@ -290,9 +305,7 @@ void StreamingExpertSource::issue_deferred(int64_t current_layer) {
 }
 
 void StreamingExpertSource::note_prefetched(int64_t layer, int64_t expert) {
-  if (prefetched_layer_ != layer) prefetched_.clear();
-  prefetched_layer_ = layer;
-  prefetched_.push_back(expert);
+  prefetched_[static_cast<size_t>(layer)].push_back(expert);
 }
 
 void StreamingExpertSource::drop_deferred() {

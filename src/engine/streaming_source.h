@@ -70,6 +70,7 @@ private:
   int64_t key(int64_t layer, int64_t expert) const { return layer * m_.experts + expert; }
   void submit(int64_t layer, int64_t expert, int slot, ReadPriority priority);
   void submit_fetch(int64_t layer, int64_t expert, int slot, ReadPriority priority);
+  void submit_read(int64_t layer, int64_t expert, int slot, ReadPriority priority, bool held);
   void promote(uint64_t ticket);
   bool abort(uint64_t ticket);
   void cancel_stale(int64_t layer, std::span<const int64_t> needed);
@@ -80,11 +81,12 @@ private:
   const StoreManifest& m_;
   HeatHistogram* heat_;
   Monitor* monitor_;
-  // Declared after the cache so it is destroyed first: every read has
-  // finished or been cancelled before the buffers it writes into go.
+  // Destroyed in reverse order: the reader first (its callbacks release
+  // fetcher holds and finish cache loads), then the fetcher (its callbacks
+  // finish cache loads), then the cache whose buffers they all write into.
   std::unique_ptr<ExpertCache> cache_;
+  std::unique_ptr<ExpertFetcher> fetcher_;  // streamed stores only
   std::unique_ptr<ExpertReader> reader_;
-  std::unique_ptr<ExpertFetcher> fetcher_;  // streamed stores only; destroyed first, like the reader
   StreamCounters c_;  // engine-thread fields
   std::atomic<uint64_t> bytes_read_{0};
   size_t pass_positions_ = 0;
@@ -92,9 +94,8 @@ private:
   // one by one as the current layer, all its reads claimed, releases slots.
   int64_t deferred_layer_ = -1;
   std::vector<int64_t> deferred_prefetch_;
-  // Predictions read for one layer, to count those lost before it came.
-  int64_t prefetched_layer_ = -1;
-  std::vector<int64_t> prefetched_;
+  // Predictions read per layer, to count those lost before their layer came.
+  std::vector<std::vector<int64_t>> prefetched_;
   void note_prefetched(int64_t layer, int64_t expert);
   size_t evictable_slots_;
   int64_t experts_per_token_;

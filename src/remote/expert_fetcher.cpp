@@ -11,6 +11,7 @@
 #include <deque>
 #include <filesystem>
 #include <limits>
+#include <atomic>
 #include <mutex>
 #include <thread>
 
@@ -49,6 +50,9 @@ struct ExpertFetcher::Impl {
   std::deque<Job> demand, prefetch;
   uint64_t next_ticket = 1;
   bool stopping = false;
+  // Set by the destructor: transfers in flight stop at once (a stalled
+  // mirror must not hold up shutdown for its timeouts and retries).
+  std::atomic<bool> abandon{false};
   std::vector<uint8_t> local;      // [key]: file on every placement drive
   std::vector<uint16_t> holds;     // [key]: readers reading the file
   std::vector<uint8_t> busy;       // [key]: being fetched or installed
@@ -60,6 +64,8 @@ struct ExpertFetcher::Impl {
   Impl(const std::string& dir, const StoreManifest& manifest, FetchOptions options)
       : store_dir(dir), m(manifest), o(std::move(options)), ranges(ExpertRanges::load(dir, manifest)),
         journal(dir, manifest.layers, manifest.experts) {
+    std::function<bool()> outer = o.http.cancelled;
+    o.http.cancelled = [this, outer] { return abandon.load() || (outer && outer()); };
     budget = o.disk_budget_bytes ? *o.disk_budget_bytes : m.remote->disk_budget_bytes;
     const size_t n = static_cast<size_t>(m.layers * m.experts);
     local.assign(n, 0);
@@ -131,8 +137,8 @@ struct ExpertFetcher::Impl {
     got->crc32c = crc32c(r.dest, m.expert_bytes);
     if (const auto want = known_hash(r.layer, r.expert)) {
       if (want->sha256 == got->sha256) return "";
-      return cat("the bytes have SHA-256 ", to_hex(got->sha256), ", but ", to_hex(want->sha256),
-                 " was recorded when it was first fetched");
+      return cat("the bytes have SHA-256 ", to_hex(got->sha256), ", but ", to_hex(want->sha256), " is recorded for it (",
+                 m.entry(r.layer, r.expert).hash_known ? "store.json" : "at its first fetch", ")");
     }
     try {
       uint64_t off = 0;
@@ -169,8 +175,17 @@ struct ExpertFetcher::Impl {
       if (!got_bytes)
         fail(what, ": refused after ", o.content_attempts, " fetches: ", why, " (nothing was installed)");
       journal.record(r.layer, r.expert, h);  // before the file exists, so a local file always has its hash
-      install(r);
-      res.ok = true;
+      res.ok = true;  // dest holds checked bytes: the caller may use them whatever happens to the drive copy
+      try {
+        install(r);
+      } catch (const std::exception& e) {
+        // A full or failing drive costs the copy, not the run: the expert is
+        // fetched again when next needed. Said once per fetch in the counters.
+        std::lock_guard<std::mutex> g(mu);
+        ++counters.not_kept;
+        ++counters.install_failed;
+        counters.last_install_error = cat(what, ": ", e.what());
+      }
     } catch (const std::exception& e) {
       const std::string msg = e.what();
       res.error = msg.rfind(what, 0) == 0 ? msg : cat(what, ": ", msg);
@@ -198,14 +213,21 @@ struct ExpertFetcher::Impl {
     {
       std::lock_guard<std::mutex> g(mu);
       if (local[k]) return;
+      if (budget && used + need > budget) {
+        // Evict only when that makes room: otherwise keep what is there.
+        uint64_t evictable = 0;
+        for (size_t i = 0; i < local.size(); ++i)
+          if (local[i] && !holds[i] && !busy[i] && i != k)
+            evictable += footprint(static_cast<int64_t>(i) / m.experts, static_cast<int64_t>(i) % m.experts);
+        if (need > budget || used - evictable + need > budget) {
+          ++counters.not_kept;
+          return;
+        }
+      }
       while (budget && used + need > budget) {
         const size_t v = coldest_victim(k);
         if (v == std::numeric_limits<size_t>::max()) break;
         evict_locked(static_cast<int64_t>(v) / m.experts, static_cast<int64_t>(v) % m.experts);
-      }
-      if (budget && used + need > budget) {
-        ++counters.not_kept;
-        return;
       }
       used += need;  // reserved while writing
     }
@@ -217,6 +239,9 @@ struct ExpertFetcher::Impl {
         write_verified(path, [&](const ByteSink& out) { out(r.dest, m.expert_bytes); }, m.expert_bytes);
       }
     } catch (...) {
+      // A copy written to an earlier drive of the placement is removed: the
+      // expert is local on all its drives or on none.
+      for (uint16_t d : m.entry(r.layer, r.expert).drives) ::unlink(m.expert_path(d, r.layer, r.expert).c_str());
       std::lock_guard<std::mutex> g(mu);
       used -= need;
       throw;
@@ -237,13 +262,12 @@ struct ExpertFetcher::Impl {
     return best;
   }
 
+  // The expert stops being local first; an unlink that fails leaves a stray
+  // file (counted), never an entry pointing at a missing one.
   void evict_locked(int64_t l, int64_t e) {
-    for (uint16_t d : m.entry(l, e).drives) {
-      const std::string path = m.expert_path(d, l, e);
-      if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-        fail(path, ": cannot delete to stay within the disk budget: ", std::strerror(errno));
-    }
     local[key(l, e)] = 0;
+    for (uint16_t d : m.entry(l, e).drives)
+      if (::unlink(m.expert_path(d, l, e).c_str()) != 0 && errno != ENOENT) ++counters.evict_failed;
     used -= footprint(l, e);
     ++counters.evicted;
     counters.evicted_bytes += footprint(l, e);
@@ -263,6 +287,7 @@ ExpertFetcher::~ExpertFetcher() {
   {
     std::lock_guard<std::mutex> g(impl_->mu);
     impl_->stopping = true;
+    impl_->abandon = true;
     for (auto* q : {&impl_->demand, &impl_->prefetch})
       while (!q->empty()) dropped.push_back(std::move(q->front())), q->pop_front();
   }

@@ -48,7 +48,10 @@ struct FetchCounters {
   uint64_t refused = 0;        // fetched copies refused (hash or structure), refetched or failed
   uint64_t retries = 0;        // HTTP attempts retried
   uint64_t evicted = 0, evicted_bytes = 0;
-  uint64_t not_kept = 0;       // used but not installed: the disk budget was full of experts in use
+  uint64_t not_kept = 0;       // used but not installed: no room in the budget, or the drive write failed
+  uint64_t install_failed = 0; // of those, drive writes that failed (last_install_error says why)
+  uint64_t evict_failed = 0;   // evicted files that could not be deleted (left as strays)
+  std::string last_install_error;
   double seconds = 0;          // summed fetch time (parallel fetches overlap)
 };
 

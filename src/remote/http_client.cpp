@@ -334,7 +334,9 @@ struct HttpClient::Impl {
     const std::string range = r.ranged ? cat(r.offset, "-", r.last()) : std::string();
     set(CURLOPT_RANGE, r.ranged ? range.c_str() : nullptr);  // sent as "Range: bytes=a-b"
     curl_slist* headers = nullptr;
-    if (!r.if_match.empty()) {
+    // A weak ETag (W/"...") never matches If-Match (RFC 9110 §13.1.1); the
+    // Content-Range total and the hash checks still catch a changed file.
+    if (!r.if_match.empty() && r.if_match.rfind("W/", 0) != 0) {
       headers = curl_slist_append(nullptr, cat("If-Match: ", r.if_match).c_str());
       if (!headers) throw std::bad_alloc();
     }

@@ -145,7 +145,8 @@ DoctorReport run_doctor(const std::string& store_dir, bool full, bool progress, 
     }
     std::vector<Job> kept;
     for (const Job& j : jobs) {
-      if (m.entry(j.layer, j.expert).hash_known || fs::exists(m.expert_path(j.drive, j.layer, j.expert))) kept.push_back(j);
+      // Absent is normal whatever the hash: never fetched, or evicted under the disk budget.
+      if (fs::exists(m.expert_path(j.drive, j.layer, j.expert))) kept.push_back(j);
       else ++r.not_fetched;
     }
     jobs.swap(kept);

@@ -26,6 +26,7 @@
 #include "format/k3_checkpoint.h"
 #include "format/k3_tensors.h"
 #include "store/drive_probe.h"
+#include "store/hash_journal.h"
 #include "store/heat.h"
 #include "store/install.h"
 #include "store/placement.h"
@@ -202,6 +203,12 @@ SetupReport run_setup(const SetupOptions& o) {
            ") than --from ", m.source_dir, "; use another --store directory, or delete this one");
   }
 
+  // Checked before anything is written (see keep_hashes below).
+  if (streamed && previous && !previous->remote)
+    fail(store, ": holds a store built from a local checkpoint (", previous->source_dir,
+         "); setup --stream over it cannot tell whether the mirror serves the same experts and would have to fetch "
+         "them all again. Use another --store directory, or delete ", store, "/store.json to rebuild it");
+
   // Spine format and the RAM budget.
   const SpinePlan bf16_plan = plan_spine(k, SpineFormat::BF16);
   const SpinePlan int8_plan = plan_spine(k, SpineFormat::Int8Row);
@@ -360,6 +367,24 @@ SetupReport run_setup(const SetupOptions& o) {
   m.experts = E;
   m.expert_bytes = record_bytes;
   m.entries.assign(static_cast<size_t>(L * E), ExpertEntry{});
+  // A streamed rebuild trusts the hashes of the store it replaces only when
+  // that store was streamed from the very same shard files (names, sizes and
+  // ETags): config and sizes alone do not tell a fine-tune from its base, and
+  // a wrong hash kept here would either refuse every fetch or let old expert
+  // files stand in for the new model. Otherwise the fetch journal goes too.
+  bool keep_hashes = false;
+  if (streamed && previous && previous->remote) {
+    const auto& a = previous->remote->shards;
+    const auto& b = o.remote->shards;
+    keep_hashes = a.size() == b.size();
+    for (size_t i = 0; keep_hashes && i < a.size(); ++i)
+      keep_hashes = a[i].name == b[i].name && a[i].bytes == b[i].bytes && !a[i].etag.empty() && a[i].etag == b[i].etag;
+  }
+  if (streamed && !keep_hashes && file_exists(HashJournal::path(store))) {
+    say(cat("the mirror's shards differ from the ones this store was streamed from (or it was not streamed): "
+            "forgetting the hashes of fetched experts; they will be fetched again"));
+    fs::remove(HashJournal::path(store));
+  }
   std::vector<std::pair<int64_t, int64_t>> jobs;
   for (int64_t l : pin.moe_layers)
     for (int64_t e = 0; e < E; ++e) {
@@ -373,7 +398,7 @@ SetupReport run_setup(const SetupOptions& o) {
       ExpertEntry& entry = m.entries[static_cast<size_t>(l * E + e)];
       entry.drives = placed[static_cast<size_t>(l * E + e)];
       entry.hash_known = false;
-      if (previous && previous->entry(l, e).hash_known) {
+      if (keep_hashes && previous->entry(l, e).hash_known) {
         entry.sha256 = previous->entry(l, e).sha256;
         entry.crc32c = previous->entry(l, e).crc32c;
         entry.hash_known = true;

@@ -1185,9 +1185,10 @@ TEST_F(StreamStore, DoctorDoesNotWriteTheStore) {
   EXPECT_FALSE(fs::exists(journal));
 }
 
-// setup --stream over a local store of the same checkpoint keeps the hashes
-// that store verified: its expert files stay in use, nothing is fetched again.
-TEST_F(StreamStore, StreamSetupOverALocalStoreKeepsItsVerifiedExperts) {
+// setup --stream over a store built from a local checkpoint is refused: the
+// mirror's experts cannot be told equal to the local ones without fetching
+// them, and trusting the old hashes could serve another model's experts.
+TEST_F(StreamStore, StreamSetupOverALocalStoreIsRefused) {
   SetupOptions local;
   local.from = shared().ckpt;
   local.store = store_;
@@ -1196,14 +1197,9 @@ TEST_F(StreamStore, StreamSetupOverALocalStoreKeepsItsVerifiedExperts) {
   local.drive_mbps = {2000, 2000};
   local.quiet = true;
   run_setup(local);
-  stream_setup(mirror_url());
-  const StoreManifest m = load_store_manifest(store_);
-  ASSERT_TRUE(m.remote.has_value());
-  for (int64_t l = 1; l < m.layers; ++l)
-    for (int64_t e = 0; e < m.experts; ++e) ASSERT_TRUE(m.entry(l, e).hash_known) << l << "/" << e;
-  ExpertFetcher f(store_, m, fetch_options());
-  EXPECT_EQ(f.local_experts(), static_cast<size_t>((m.layers - 1) * m.experts));
+  const std::string before = read_file(store_ + "/store.json");
+  EXPECT_FAILS_WITH(stream_setup(mirror_url()), "built from a local checkpoint", "another --store");
+  EXPECT_EQ(read_file(store_ + "/store.json"), before);  // the local store is untouched
   const DoctorReport d = run_doctor(store_, true);
   EXPECT_TRUE(d.ok()) << (d.problems.empty() ? "" : d.problems[0]);
-  EXPECT_EQ(d.not_fetched, 0u);
 }
