@@ -1203,3 +1203,25 @@ TEST_F(StreamStore, StreamSetupOverALocalStoreIsRefused) {
   const DoctorReport d = run_doctor(store_, true);
   EXPECT_TRUE(d.ok()) << (d.problems.empty() ? "" : d.problems[0]);
 }
+
+// A budget that cannot make room for the new expert, however much is
+// evicted, evicts nothing: the fetched bytes are used and not kept, and
+// what was on the drives stays.
+TEST_F(StreamStore, BudgetTooSmallForOneMoreEvictsNothing) {
+  stream_setup(mirror_url());
+  const StoreManifest m = load_store_manifest(store_);
+  prefetch_experts(store_, m, PrefetchRange{1, 1}, fetch_options(), true);
+  const auto before = local_experts(m);
+  ASSERT_EQ(before.size(), static_cast<size_t>(m.experts));
+  FetchOptions fo = fetch_options();
+  fo.disk_budget_bytes = m.expert_bytes / 2;  // less than one expert: no eviction can make room
+  ExpertFetcher f(store_, m, fo);
+  std::vector<uint8_t> buf;
+  const ReadResult r = fetch_one(f, 2, 3, buf);
+  ASSERT_TRUE(r.ok) << r.error;
+  expect_record(buf, 2, 3);
+  EXPECT_EQ(f.counters().evicted, 0u);
+  EXPECT_EQ(f.counters().not_kept, 1u);
+  EXPECT_FALSE(f.is_local(2, 3));
+  EXPECT_EQ(local_experts(m), before);
+}
