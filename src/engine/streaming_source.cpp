@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 #include "util/error.h"
 
@@ -42,6 +43,10 @@ StreamingExpertSource::StreamingExpertSource(const StoreManifest& m, const Strea
   if (m.remote) {
     if (!o.fetch) fail(o.store_dir, ": a streamed store (experts on the mirror ", m.remote->url, ") needs fetch options");
     fetcher_ = std::make_unique<ExpertFetcher>(o.store_dir, m, *o.fetch);
+    // Torn hash slots (a crash mid-write) are not trusted: said here, fetched again when needed.
+    for (const std::string& slot : fetcher_->damaged_hash_slots())
+      std::fprintf(stderr, "%s/remote/hashes.bin: the slot of %s is damaged; that expert will be fetched again\n",
+                   o.store_dir.c_str(), slot.c_str());
     if (heat_ && fetcher_->disk_budget_bytes()) fetcher_->set_heat(*heat_);
   }
 }
@@ -196,11 +201,9 @@ void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_
     // slot for a miss may evict an unreferenced entry, and when the layer's
     // union is larger than the cache that could be one of this layer's own
     // prefetched experts, read for nothing.
-    std::vector<size_t> order;
-    for (size_t i = 0; i < experts.size(); ++i)
-      if (cache_->contains(key(layer, experts[i]))) order.push_back(i);
-    for (size_t i = 0; i < experts.size(); ++i)
-      if (!cache_->contains(key(layer, experts[i]))) order.push_back(i);
+    std::vector<size_t> order, misses;
+    for (size_t i = 0; i < experts.size(); ++i) (cache_->contains(key(layer, experts[i])) ? order : misses).push_back(i);
+    order.insert(order.end(), misses.begin(), misses.end());
     for (size_t i : order)
       if (!take(i)) deferred.push_back(i);
     for (;;) {
