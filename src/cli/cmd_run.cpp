@@ -1,5 +1,6 @@
 // deltafin run: generate text from a prompt, streaming it as it is made.
 #include <algorithm>
+#include <numeric>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -10,6 +11,8 @@
 #include "engine/generate.h"
 #include "cli/model_options.h"
 #include "engine/run_stats.h"
+#include "spec/drafter_factory.h"
+#include "spec/speculative_generate.h"
 #include "tokenizer/chat_encode.h"
 #include "tokenizer/stream_decoder.h"
 #include "util/error.h"
@@ -24,7 +27,9 @@ extern "C" void on_sigint(int) { g_interrupted.store(true); }
 
 struct RunArgs {
   ModelArgs model;
-  std::string prompt, prompt_ids, effort = "max", stats_json;
+  std::string prompt, prompt_ids, effort = "max", stats_json, tokens_out;
+  std::string draft = "none";
+  int draft_k = 0;
   bool chat = false, no_thinking = false, stats = false, ignore_eos = false;
   int64_t max_new = 128;
   int64_t prefill_chunk = kDefaultPrefillChunk;
@@ -58,6 +63,29 @@ void print_stats(const GenerateStats& st, double load_s) {
                stop_reason_name(st.reason));
 }
 
+// One line: how speculation went (rounds, acceptance, tokens per step, k used).
+std::string describe_spec(const std::string& name, const SpecStats& s, const GenerateStats& st) {
+  std::string ks;
+  for (size_t k = 1; k < s.rounds_by_k.size(); ++k)
+    if (s.rounds_by_k[k]) ks += " k" + std::to_string(k) + ":" + std::to_string(s.rounds_by_k[k]);
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "speculation (%s): %lld verification rounds + %lld plain steps for %lld decode tokens (%.2f tokens/step); "
+                "drafted %lld, accepted %lld (%.1f%%); drafting %.1f ms, rounds %.1f ms, plain %.1f ms; rounds by k:%s",
+                name.c_str(), static_cast<long long>(s.rounds), static_cast<long long>(s.plain_steps),
+                static_cast<long long>(st.new_tokens > 0 ? st.new_tokens - 1 : 0), s.tokens_per_step(),
+                static_cast<long long>(s.drafted), static_cast<long long>(s.accepted), 100.0 * s.acceptance(),
+                s.draft_seconds * 1e3, s.round_seconds * 1e3, s.plain_seconds * 1e3, ks.empty() ? " none" : ks.c_str());
+  return buf;
+}
+
+nlohmann::ordered_json spec_json(const std::string& name, const SpecStats& s) {
+  return {{"drafter", name},          {"rounds", s.rounds},           {"plain_steps", s.plain_steps},
+          {"drafted", s.drafted},     {"accepted", s.accepted},       {"round_tokens", s.round_tokens},
+          {"draft_s", s.draft_seconds}, {"round_s", s.round_seconds}, {"plain_s", s.plain_seconds},
+          {"rounds_by_k", s.rounds_by_k}};
+}
+
 int run(const RunArgs& a) {
   if (a.prompt.empty() && a.prompt_ids.empty()) fail("give --prompt TEXT or --prompt-ids 1,2,3");
   auto m = load_model(a.model);
@@ -75,12 +103,19 @@ int run(const RunArgs& a) {
   p.prefill_chunk = a.prefill_chunk;
   p.stop = &g_interrupted;
   RunStatsCollector collector(*m);
-  if (m->stream) p.observer = &collector;
+  if (m->stream || !a.stats_json.empty()) p.observer = &collector;
+  std::unique_ptr<Drafter> drafter = make_drafter(a.draft, *m, prompt);
+  SpecParams sp;
+  sp.drafter = drafter.get();
+  sp.fixed_k = a.draft_k;
+  SpecStats spec_stats;
+  std::vector<uint32_t> emitted;
   g_interrupted.store(false);
   std::signal(SIGINT, on_sigint);
 
   StreamDecoder decoder(*m->tokenizer);
-  GenerateStats st = generate(*m->model, session, prompt, p, [&](uint32_t id) {
+  GenerateStats st = generate_speculative(*m->model, session, prompt, p, sp, &spec_stats, [&](uint32_t id) {
+    emitted.push_back(id);
     if (id == p.eos && !a.ignore_eos) return;  // the stop token is not text
     std::string text = decoder.push(id);
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -92,6 +127,7 @@ int run(const RunArgs& a) {
   std::signal(SIGINT, SIG_DFL);
   m->save_heat();
   if (a.stats) print_stats(st, m->load_seconds);
+  if (a.stats && drafter) std::fprintf(stderr, "%s\n", describe_spec(drafter->name(), spec_stats, st).c_str());
   if (a.stats && m->stream) {
     for (size_t i = 0; i < collector.steps().size(); ++i)
       std::fprintf(stderr, "%s\n", RunStatsCollector::format_step(i, collector.steps()[i]).c_str());
@@ -99,7 +135,18 @@ int run(const RunArgs& a) {
     if (m->lookahead) std::fprintf(stderr, "lookahead per layer (recall EMA, samples):\n%s", m->lookahead->describe_gates().c_str());
   }
   collector.ttft_ms = st.ttft_seconds * 1e3;
-  if (!a.stats_json.empty()) write_file_atomic(a.stats_json, collector.to_json());
+  if (!a.stats_json.empty()) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(collector.to_json());
+    j["generated_tokens"] = st.new_tokens;
+    j["decode_ms"] = std::accumulate(st.token_ms.begin(), st.token_ms.end(), 0.0);
+    j["spec"] = spec_json(drafter ? drafter->name() : "none", spec_stats);
+    write_file_atomic(a.stats_json, j.dump(1) + "\n");
+  }
+  if (!a.tokens_out.empty()) {
+    std::string ids;
+    for (uint32_t id : emitted) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+    write_file_atomic(a.tokens_out, ids + "\n");
+  }
   if (st.reason == StopReason::Interrupted) {
     std::fprintf(stderr, "[interrupted after %lld tokens]\n", static_cast<long long>(st.new_tokens));
     return 130;
@@ -127,7 +174,15 @@ Command add_run(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past <|end_of_msg|> (fixed-length benchmarks)");
   sub->add_flag("--stats", a->stats, "Print per-token times and prefill/decode tokens/s");
-  sub->add_option("--stats-json", a->stats_json, "Store: write every step's figures as JSON to this file");
+  sub->add_option("--stats-json", a->stats_json, "Write every step's figures (and speculation's) as JSON to this file");
+  sub->add_option("--tokens-out", a->tokens_out, "Write the generated token ids (comma-separated) to this file");
+  sub->add_option("--draft", a->draft,
+                  "Speculative decoding (never changes the output): none, ngram (prompt lookup), replay:FILE (oracle: a "
+                  "previous run's --tokens-out)")
+      ->capture_default_str();
+  sub->add_option("--draft-k", a->draft_k, "Tokens drafted per step, 1-7; 0 = adapt to what pays")
+      ->check(CLI::Range(0, 7))
+      ->capture_default_str();
   return {sub, [a] { return run(*a); }};
 }
 

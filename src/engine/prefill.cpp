@@ -8,7 +8,8 @@
 namespace deltafin {
 
 Rows prefill(K3Model& model, K3Session& session, std::span<const uint32_t> tokens, int64_t chunk,
-             StepObserver* observer, const std::function<bool()>& cancelled) {
+             StepObserver* observer, const std::function<bool()>& cancelled,
+             const std::function<void(size_t rows)>& after_pass) {
   if (tokens.empty()) fail("prefill: no tokens");
   const size_t n = tokens.size();
   const size_t step = chunk > 0 ? static_cast<size_t>(chunk) : n;
@@ -19,6 +20,7 @@ Rows prefill(K3Model& model, K3Session& session, std::span<const uint32_t> token
     if (observer) observer->step_begin(true);
     logits = model.forward(session, tokens.subspan(at, len), false);
     if (observer) observer->step_end(true);
+    if (after_pass) after_pass(len);
   }
   return logits;
 }

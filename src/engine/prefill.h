@@ -29,7 +29,11 @@ inline constexpr int64_t kDefaultPrefillChunk = 512;
 // before and after each pass as a prefill step. Returns the last position's
 // logits [1, V]; stops early (returning empty Rows) when `cancelled` (may be
 // empty) returns true between passes. It is not asked before the first pass.
+// `after_pass` (may be empty) is told each pass's row count once it is done,
+// while the model still holds that pass's captured rows (a DSpark drafter
+// takes its context from them).
 Rows prefill(K3Model& model, K3Session& session, std::span<const uint32_t> tokens, int64_t chunk,
-             StepObserver* observer = nullptr, const std::function<bool()>& cancelled = {});
+             StepObserver* observer = nullptr, const std::function<bool()>& cancelled = {},
+             const std::function<void(size_t rows)>& after_pass = {});
 
 }  // namespace deltafin

@@ -6,6 +6,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/kimi_k3/model.h"
+#include "util/error.h"
 
 namespace deltafin {
 
@@ -30,6 +31,13 @@ void K3Model::attention_kda(int64_t layer, K3Session& s, const Rows& x, Rows& ou
 
   std::vector<float> qc(D), kc(D), vc(D), g(D), o(D);
   Rows o_rows(T, D);
+  KdaLayerLog* log = nullptr;
+  if (kda_log_) {
+    log = &kda_log_->layers[static_cast<size_t>(layer)];
+    log->raw_q = q.v, log->raw_k = k.v, log->raw_v = v.v;
+    for (auto* vec : {&log->q, &log->k, &log->v, &log->g}) vec->resize(T * D);
+    log->beta.resize(T * H);
+  }
   for (size_t t = 0; t < T; ++t) {
     short_conv_step(q.row(t), w.q_conv.data(), st.conv_q.data(), D, kernel, qc.data());
     short_conv_step(k.row(t), w.k_conv.data(), st.conv_k.data(), D, kernel, kc.data());
@@ -46,8 +54,15 @@ void K3Model::attention_kda(int64_t layer, K3Session& s, const Rows& x, Rows& ou
         const float rr = r.row(t)[i] + w.dt_bias[i];
         g[i] = lower * sigmoid(std::exp(w.a_log[c]) * rr);
       }
+    if (log) {
+      std::copy(qc.begin(), qc.end(), log->q.begin() + t * D);
+      std::copy(kc.begin(), kc.end(), log->k.begin() + t * D);
+      std::copy(vc.begin(), vc.end(), log->v.begin() + t * D);
+      std::copy(g.begin(), g.end(), log->g.begin() + t * D);
+    }
     for (size_t h = 0; h < H; ++h) {
       const float beta = sigmoid(b.row(t)[h]);
+      if (log) log->beta[t * H + h] = beta;
       float* oh = o.data() + h * K;
       kda_step(st.recurrent.data() + h * K * K, qc.data() + h * K, kc.data() + h * K, vc.data() + h * K,
                g.data() + h * K, beta, K, K, oh);
@@ -57,6 +72,30 @@ void K3Model::attention_kda(int64_t layer, K3Session& s, const Rows& x, Rows& ou
     std::copy(o.begin(), o.end(), o_rows.row(t));
   }
   matmul(w.o.view(), o_rows.v.data(), T, out.v.data(), pool_);
+}
+
+void K3Model::replay_kda(K3Session& s, const KdaLog& log, size_t rows) const {
+  if (rows > log.rows) fail("replay_kda: ", rows, " rows asked of a log of ", log.rows);
+  const size_t H = static_cast<size_t>(c_.kda_num_heads), K = static_cast<size_t>(c_.kda_head_dim);
+  const size_t D = H * K, kernel = static_cast<size_t>(c_.short_conv_kernel_size);
+  std::vector<float> scratch(D);
+  for (int64_t layer = 0; layer < c_.num_hidden_layers; ++layer) {
+    if (c_.layer_kinds[static_cast<size_t>(layer)] != LayerKind::KDA) continue;
+    const KdaWeights& w = w_.layers[static_cast<size_t>(layer)].kda;
+    const KdaLayerLog& l = log.layers[static_cast<size_t>(layer)];
+    KdaState& st = s.kda(layer);
+    for (size_t t = 0; t < rows; ++t) {
+      // The convolution's outputs are already in the log; only its window moves.
+      short_conv_step(l.raw_q.data() + t * D, w.q_conv.data(), st.conv_q.data(), D, kernel, scratch.data());
+      short_conv_step(l.raw_k.data() + t * D, w.k_conv.data(), st.conv_k.data(), D, kernel, scratch.data());
+      short_conv_step(l.raw_v.data() + t * D, w.v_conv.data(), st.conv_v.data(), D, kernel, scratch.data());
+      for (size_t h = 0; h < H; ++h) {
+        const size_t at = t * D + h * K;
+        kda_step(st.recurrent.data() + h * K * K, l.q.data() + at, l.k.data() + at, l.v.data() + at,
+                 l.g.data() + at, l.beta[t * H + h], K, K, scratch.data());
+      }
+    }
+  }
 }
 
 }  // namespace deltafin

@@ -45,6 +45,13 @@ void K3Model::dense_mlp(const LayerWeights& w, const Rows& x, Rows& out) {
   matmul(w.dense.down.view(), hid.v.data(), x.T, out.v.data(), pool_);
 }
 
+void K3Model::set_capture_layers(std::vector<int64_t> layers) {
+  for (int64_t l : layers)
+    if (l < 0 || l >= c_.num_hidden_layers) fail("capture: layer ", l, " is outside the model's ", c_.num_hidden_layers, " layers");
+  capture_layers_ = std::move(layers);
+  captured_ = Rows();
+}
+
 Rows K3Model::forward(K3Session& session, std::span<const uint32_t> tokens, bool all_logits) {
   const size_t T = tokens.size(), d = static_cast<size_t>(c_.hidden_size);
   if (T == 0) fail("forward: no tokens");
@@ -60,6 +67,10 @@ Rows K3Model::forward(K3Session& session, std::span<const uint32_t> tokens, bool
   }
   std::vector<Rows> anchors;
   routes_.assign(static_cast<size_t>(c_.num_hidden_layers), {});
+  if (kda_log_) {
+    kda_log_->rows = T;
+    kda_log_->layers.resize(static_cast<size_t>(c_.num_hidden_layers));
+  }
   experts_.begin_pass(T);
   // Layer 1 has no PILOT prediction (layer 0 has no router): the previous
   // token's layer-1 route is the hint, read while layer 0 runs.
@@ -69,6 +80,8 @@ Rows K3Model::forward(K3Session& session, std::span<const uint32_t> tokens, bool
   }
 
   Rows x_attn(T, d), normed(T, d), a(T, d), p(T, d), x_mlp(T, d), f(T, d);
+  const size_t n_capture = capture_layers_.size();
+  captured_ = n_capture ? Rows(T, n_capture * d) : Rows();
   auto mix_rows = [&](const Rows& last, const std::vector<float>& s, Rows& out) {
     for (size_t t = 0; t < T; ++t) {
       std::vector<const float*> vs;
@@ -111,6 +124,11 @@ Rows K3Model::forward(K3Session& session, std::span<const uint32_t> tokens, bool
     else
       dense_mlp(lw, normed, f);
     for (size_t j = 0; j < h.v.size(); ++j) h.v[j] = p.v[j] + f.v[j];
+    for (size_t k = 0; k < n_capture; ++k) {
+      if (capture_layers_[k] != i) continue;
+      for (size_t t = 0; t < T; ++t)
+        for (size_t j = 0; j < d; ++j) captured_.row(t)[k * d + j] = bf16_to_f32(f32_to_bf16(h.row(t)[j]));
+    }
   }
   session.advance(static_cast<int64_t>(T));
   experts_.end_pass();

@@ -9,6 +9,7 @@
 
 #include "format/k3_checkpoint.h"
 #include "model/kimi_k3/expert_source.h"
+#include "model/kimi_k3/kda_log.h"
 #include "model/kimi_k3/session.h"
 #include "model/kimi_k3/weights.h"
 
@@ -46,6 +47,21 @@ public:
   // Route lookahead (nullptr = none): predictions become experts_.prefetch() hints.
   void set_lookahead(RouteLookahead* lookahead) { lookahead_ = lookahead; }
 
+  // While a log is set, every forward() records its KDA step inputs there
+  // (speculative verification); nullptr (the default) records nothing.
+  void set_kda_log(KdaLog* log) { kda_log_ = log; }
+  // Steps every KDA layer's state over the first `rows` rows of `log`, as the
+  // logged pass did: the session must hold the state from before that pass.
+  void replay_kda(K3Session& session, const KdaLog& log, size_t rows) const;
+
+  // Context capture for DSpark (k3-model.md §10.2): after each listed 0-based
+  // layer completes, every row's h (the block-partial sum after h <- p + f)
+  // is rounded to BF16 and kept; captured() holds the last forward()'s rows
+  // [T, layers.size() * hidden], the layers' slices concatenated in list order.
+  // An empty list (the default) captures nothing.
+  void set_capture_layers(std::vector<int64_t> layers);
+  const Rows& captured() const { return captured_; }
+
   // The routes of the last forward() call, [layer][position] (layer 0 empty).
   const std::vector<std::vector<Route>>& last_routes() const { return routes_; }
   const K3Config& config() const { return c_; }
@@ -64,6 +80,9 @@ private:
   ThreadPool* pool_;
   RouteLookahead* lookahead_ = nullptr;
   std::vector<std::vector<Route>> routes_;
+  KdaLog* kda_log_ = nullptr;
+  std::vector<int64_t> capture_layers_;
+  Rows captured_;
 };
 
 // The k experts of highest choice score, descending, ties to the lower id (§7.7).

@@ -28,15 +28,27 @@ K3Session::Snapshot K3Session::snapshot() const { return Snapshot{length_, kda_}
 void K3Session::restore(const Snapshot& s) {
   if (s.length > length_) fail("session: cannot restore a snapshot of length ", s.length, " into a session of length ", length_);
   kda_ = s.kda;
+  cut_mla(s.length);
+}
+
+void K3Session::rollback(const Snapshot& before, int64_t length) {
+  if (before.length > length || length > length_)
+    fail("session: cannot roll back to length ", length, " from a snapshot of length ", before.length,
+         " in a session of length ", length_);
+  kda_ = before.kda;
+  cut_mla(length);
+}
+
+void K3Session::cut_mla(int64_t length) {
   const K3Config& c = *config_;
   const size_t kw = static_cast<size_t>(c.num_attention_heads * c.mla_qk_head_dim());
   const size_t vw = static_cast<size_t>(c.num_attention_heads * c.v_head_dim);
   for (size_t i = 0; i < mla_.size(); ++i) {
     if (c.layer_kinds[i] != LayerKind::MLA) continue;
-    mla_[i].keys.resize(static_cast<size_t>(s.length) * kw);
-    mla_[i].values.resize(static_cast<size_t>(s.length) * vw);
+    mla_[i].keys.resize(static_cast<size_t>(length) * kw);
+    mla_[i].values.resize(static_cast<size_t>(length) * vw);
   }
-  length_ = s.length;
+  length_ = length;
 }
 
 uint64_t K3Session::bytes() const {

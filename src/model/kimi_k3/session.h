@@ -38,10 +38,16 @@ public:
   // KDA state is copied (it is fixed-size); the MLA caches are only truncated on restore.
   Snapshot snapshot() const;
   void restore(const Snapshot& s);
+  // Speculation's partial commit: KDA state back to `before`, MLA caches cut
+  // to `length` (before.length <= length <= length()). The KDA rows between
+  // the two are then replayed (K3Model::replay_kda) to reach `length` exactly.
+  void rollback(const Snapshot& before, int64_t length);
   void reset();
   uint64_t bytes() const;
 
 private:
+  void cut_mla(int64_t length);  // also sets length_
+
   const K3Config* config_;
   int64_t length_ = 0;
   std::vector<KdaState> kda_;  // indexed by layer; empty for MLA layers

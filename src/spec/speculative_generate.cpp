@@ -1,0 +1,140 @@
+#include "spec/speculative_generate.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "spec/verifier.h"
+#include "util/error.h"
+
+namespace deltafin {
+
+double SpecStats::tokens_per_step() const {
+  const int64_t steps = plain_steps + rounds;
+  return steps ? static_cast<double>(plain_steps + round_tokens) / steps : 0.0;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The stop rules of generate(), checked after each emitted token; `length` is
+// the session length plain decoding would have at that point.
+bool should_stop(const GenerateParams& p, uint32_t token, int64_t new_tokens, int64_t length, int64_t limit,
+                 GenerateStats& st) {
+  if (token == p.eos && !p.ignore_eos) return st.reason = StopReason::Eos, true;
+  if (new_tokens >= p.max_new) return st.reason = StopReason::MaxNew, true;
+  if (length >= limit) return st.reason = StopReason::ContextFull, true;
+  if (p.stop && p.stop->load()) return st.reason = StopReason::Interrupted, true;
+  return false;
+}
+
+}  // namespace
+
+GenerateStats generate_speculative(K3Model& model, K3Session& session, const std::vector<uint32_t>& prompt,
+                                   const GenerateParams& p, const SpecParams& spec, SpecStats* stats_out,
+                                   const std::function<void(uint32_t)>& on_token,
+                                   const std::function<void(const float*, size_t)>& on_logits) {
+  const K3Config& c = model.config();
+  const int64_t limit = p.context_limit > 0 ? p.context_limit : c.max_position_embeddings;
+  if (prompt.empty()) fail("generate: the prompt has no tokens");
+  if (session.length() + static_cast<int64_t>(prompt.size()) > limit)
+    fail("generate: the prompt (", prompt.size(), " tokens) does not fit the context of ", limit, " tokens");
+  GenerateStats st;
+  SpecStats local;
+  SpecStats& ss = stats_out ? *stats_out : local;
+  st.prompt_tokens = static_cast<int64_t>(prompt.size());
+  if (p.max_new <= 0) return st;
+
+  Drafter* drafter = spec.drafter;
+  if (drafter) model.set_capture_layers(drafter->capture_layers());
+  auto tell_drafter = [&](size_t rows) {
+    if (drafter) drafter->committed(model.captured(), rows);
+  };
+
+  const auto t0 = Clock::now();
+  const std::atomic<bool>* stop = p.stop;
+  Rows logits = prefill(model, session, prompt, p.prefill_chunk, p.observer, [stop] { return stop && stop->load(); },
+                        tell_drafter);
+  st.prefill_seconds = since(t0);
+  if (logits.T == 0) return st.reason = StopReason::Interrupted, st;
+
+  std::vector<uint32_t> history = prompt;
+  uint32_t next = argmax_first(logits.row(0), logits.n);
+  st.ttft_seconds = since(t0);
+  if (on_logits) on_logits(logits.row(0), logits.n);
+  on_token(next);
+  history.push_back(next);
+  if (should_stop(p, next, ++st.new_tokens, session.length(), limit, st)) return st;
+
+  DraftController controller(spec.max_draft, spec.fixed_k);
+  Verifier verifier(model);
+  for (;;) {
+    const int64_t base = session.length();
+    const auto ts = Clock::now();
+    // Never draft past what may still be emitted or past the context.
+    int k = drafter ? controller.next_k() : 0;
+    k = static_cast<int>(std::min<int64_t>({k, p.max_new - st.new_tokens - 1, limit - base - 1}));
+    std::vector<uint32_t> drafts;
+    if (k > 0) {
+      drafts = drafter->propose(history, k);
+      if (drafts.size() > static_cast<size_t>(k)) drafts.resize(static_cast<size_t>(k));
+      // A stateless drafter knows nothing after an end of message (§10.1).
+      if (!p.ignore_eos) {
+        auto eos = std::find(drafts.begin(), drafts.end(), p.eos);
+        if (eos != drafts.end()) drafts.erase(eos + 1, drafts.end());
+      }
+    }
+    const double draft_s = since(ts);
+    ss.draft_seconds += draft_s;
+
+    if (p.observer) p.observer->step_begin(false);
+    if (drafts.empty()) {
+      const uint32_t one[1] = {next};
+      logits = model.forward(session, one, false);
+      if (p.observer) p.observer->step_end(false);
+      tell_drafter(1);
+      const double sec = since(ts);
+      if (drafter) controller.record_plain(sec);
+      ++ss.plain_steps;
+      ss.plain_seconds += sec;
+      st.token_ms.push_back(sec * 1e3);
+      next = argmax_first(logits.row(0), logits.n);
+      if (on_logits) on_logits(logits.row(0), logits.n);
+      on_token(next);
+      history.push_back(next);
+      if (should_stop(p, next, ++st.new_tokens, session.length(), limit, st)) return st;
+      continue;
+    }
+
+    const Verification v = verifier.run(session, next, drafts);
+    if (p.observer) p.observer->step_end(false);
+    // Emit d1..dm and the target's own g_m, each checked against the stop
+    // rules as plain decoding would; rows are committed for what was emitted.
+    size_t emitted = 0;
+    bool stopped = false;
+    while (emitted <= v.accepted && !stopped) {
+      const uint32_t token = v.greedy[emitted];  // == d(emitted+1) while emitted < m
+      if (on_logits) on_logits(v.logits.row(emitted), v.logits.n);
+      ++emitted;
+      on_token(token);
+      history.push_back(token);
+      next = token;
+      stopped = should_stop(p, token, ++st.new_tokens, base + static_cast<int64_t>(emitted), limit, st);
+    }
+    verifier.commit(session, emitted);
+    tell_drafter(emitted);
+    const double sec = since(ts);
+    controller.record_round(static_cast<int>(drafts.size()), static_cast<int>(v.accepted), sec);
+    ++ss.rounds;
+    ++ss.rounds_by_k[drafts.size()];
+    ss.drafted += static_cast<int64_t>(drafts.size());
+    ss.accepted += static_cast<int64_t>(v.accepted);
+    ss.round_tokens += static_cast<int64_t>(emitted);
+    ss.round_seconds += sec;
+    for (size_t i = 0; i < emitted; ++i) st.token_ms.push_back(sec * 1e3 / static_cast<double>(emitted));
+    if (stopped) return st;
+  }
+}
+
+}  // namespace deltafin
