@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "spec/drafter_factory.h"
 #include "cli/model_options.h"
 #include "server/generation_service.h"
 #include "server/http_server.h"
@@ -26,6 +27,7 @@ struct ServeArgs {
   size_t prompt_cache_slots = 4;
   double prompt_cache_mb = 1024;
   int64_t prefill_chunk = kDefaultPrefillChunk;
+  std::string draft = "ngram";
   int64_t context = 0;
 };
 
@@ -45,6 +47,9 @@ int serve(ServeArgs a) {
   so.prompt_cache_entries = a.prompt_cache_slots;
   so.prompt_cache_bytes = static_cast<uint64_t>(a.prompt_cache_mb * 1e6);
   so.prefill_chunk = a.prefill_chunk;
+  if (a.draft.rfind("replay:", 0) == 0) fail("--draft ", a.draft, ": replay is for benchmarks of one prompt, not a server");
+  so.draft = a.draft;
+  make_drafter(so.draft, *m, {});  // an unknown drafter is refused now, not at the first request
   so.context_limit = a.context;
   if (const char* d = std::getenv("DELTAFIN_SERVE_STEP_DELAY_MS")) so.step_delay_ms = std::atoi(d);
   g_shutdown.store(false);
@@ -107,6 +112,10 @@ Command add_serve(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--prefill-chunk", a->prefill_chunk, "Prompt positions per pass (a cancel is noticed between passes)")
       ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  sub->add_option("--draft", a->draft,
+                  "Speculative decoding for every request (never changes the output; switched off per request when it "
+                  "does not pay): none, ngram")
       ->capture_default_str();
   sub->add_option("--http-threads", a->server.http_threads, "HTTP worker threads (default: queue + 32)")->capture_default_str();
   return {sub, [a] { return serve(*a); }};

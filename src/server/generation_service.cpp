@@ -4,6 +4,9 @@
 #include <chrono>
 #include <thread>
 
+#include "spec/drafter_factory.h"
+#include "spec/speculative_generate.h"
+#include "spec/speculative_stepper.h"
 #include "tokenizer/chat_encode.h"
 #include "tokenizer/chat_template.h"
 #include "util/error.h"
@@ -58,6 +61,13 @@ Outcome GenerationService::run(const PreparedPrompt& p, const std::function<bool
   out.prompt_tokens = static_cast<int64_t>(p.tokens.size());
   K3Model& model = *m_.model;
   K3Session session(m_.config);
+  // A drafter per request: its index and context are this request's.
+  std::unique_ptr<Drafter> drafter = make_drafter(o_.draft, m_, p.tokens);
+  model.set_capture_layers(drafter ? drafter->capture_layers() : std::vector<int64_t>{});
+  SpecStats spec;
+  SpeculativeStepper stepper(model, drafter.get(), DraftController::kMaxDraft, 0, &spec);
+  stepper.set_draft_stop(m_.tokenizer->eos_id());
+  out.drafter = drafter ? drafter->name() : "none";
   const int64_t n = out.prompt_tokens;
   const int64_t reused = cache_.restore(p.tokens, session);
   out.cached_tokens = reused;
@@ -68,11 +78,16 @@ Outcome GenerationService::run(const PreparedPrompt& p, const std::function<bool
   std::vector<K3Session::Snapshot> boundaries;
   const std::span<const uint32_t> all(p.tokens);
   const auto head = all.subspan(static_cast<size_t>(reused), static_cast<size_t>(n - 1 - reused));
-  if (!head.empty() && (stop_now() || prefill(model, session, head, o_.prefill_chunk, nullptr, stop_now).T == 0))
+  auto tell_drafter = [&](size_t rows) {
+    if (drafter) drafter->committed(model.captured(), rows);
+  };
+  if (!head.empty() &&
+      (stop_now() || prefill(model, session, head, o_.prefill_chunk, nullptr, stop_now, tell_drafter).T == 0))
     return out.finish = Finish::Cancelled, out;
   if (n > 1) boundaries.push_back(session.snapshot());
   if (stop_now()) return out.finish = Finish::Cancelled, out;
   Rows logits = model.forward(session, all.last(1), false);
+  tell_drafter(1);
   out.prefill_seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
   {
     std::lock_guard lock(totals_mu_);
@@ -81,37 +96,60 @@ Outcome GenerationService::run(const PreparedPrompt& p, const std::function<bool
     totals_.reused_positions += reused;
   }
 
-  // Decode: the token is chosen, then either reported or it ends the turn.
-  std::vector<uint32_t> consumed = p.tokens;
+  // Decode: each token the target chooses is either reported or ends the
+  // turn. A step may choose several (speculation, spec/speculative_stepper.h);
+  // they are handled one by one exactly as single steps would be, and the
+  // session keeps only the rows of those handled.
+  std::vector<uint32_t> history = p.tokens;  // prompt and every token handled; the session holds a prefix
   const uint32_t eos = m_.tokenizer->eos_id();
   const int64_t limit = context_limit();
+  std::vector<uint32_t> chosen{argmax_first(logits.row(0), logits.n)};
+  bool from_step = false;  // the first choice comes from the prefill, later ones from stepper steps
   for (;;) {
-    const uint32_t next = argmax_first(logits.row(0), logits.n);
-    if (next == eos) {
-      out.finish = Finish::Eos;
-      break;
+    const int64_t base = session.length();
+    size_t handled = 0;
+    bool done = false;
+    for (uint32_t next : chosen) {
+      ++handled;
+      history.push_back(next);
+      if (next == eos) {
+        out.finish = Finish::Eos;
+        done = true;
+        break;
+      }
+      ++out.completion_tokens;
+      if (o_.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o_.step_delay_ms));
+      if (!on_token(next)) {
+        out.finish = Finish::Stopped;
+        done = true;
+        break;
+      }
+      // The session length plain decoding would have here.
+      const int64_t length = base + (from_step ? static_cast<int64_t>(handled) : 0);
+      if (out.completion_tokens >= p.max_new || length >= limit) {
+        out.finish = Finish::Length;
+        done = true;
+        break;
+      }
+      if (stop_now()) {
+        out.finish = Finish::Cancelled;
+        done = true;
+        break;
+      }
     }
-    ++out.completion_tokens;
-    if (o_.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o_.step_delay_ms));
-    if (!on_token(next)) {
-      out.finish = Finish::Stopped;
-      break;
-    }
-    if (out.completion_tokens >= p.max_new || session.length() >= limit) {
-      out.finish = Finish::Length;
-      break;
-    }
-    if (stop_now()) {
-      out.finish = Finish::Cancelled;
-      break;
-    }
-    const uint32_t one[1] = {next};
-    logits = model.forward(session, one, false);
-    consumed.push_back(next);
+    if (from_step) stepper.commit(session, handled);
+    if (done) break;
+    const int64_t budget = std::min(p.max_new - out.completion_tokens - 1, limit - session.length() - 1);
+    chosen = stepper.step(session, history, budget);
+    from_step = true;
   }
+  std::vector<uint32_t> consumed(history.begin(), history.begin() + session.length());
   {
     std::lock_guard lock(totals_mu_);
     totals_.generated_tokens += out.completion_tokens;
+    totals_.spec_rounds += spec.rounds;
+    totals_.spec_drafted += spec.drafted;
+    totals_.spec_accepted += spec.accepted;
   }
   // Keep the state for reuse: a snapshot at the end, beside the prompt's.
   if (session.length() > n) boundaries.push_back(session.snapshot());

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "engine/loaded_model.h"
@@ -28,6 +29,7 @@ struct ServiceOptions {
   int64_t context_limit = 0;           // --context: positions a session may hold; 0 = the model's max_position_embeddings
   int64_t prefill_chunk = 64;          // positions per prefill pass (a cancel is noticed between passes)
   int step_delay_ms = 0;               // tests only (DELTAFIN_SERVE_STEP_DELAY_MS): sleep per token
+  std::string draft = "ngram";         // --draft: the drafter for every request (spec/drafter_factory.h)
 };
 
 struct PreparedPrompt {
@@ -45,6 +47,7 @@ struct Outcome {
   int64_t cached_tokens = 0;      // prompt positions restored from the prompt cache
   int64_t completion_tokens = 0;  // tokens handed to on_token (the end-of-message token is not one)
   double prefill_seconds = 0, seconds = 0;
+  std::string drafter;  // the drafter this request used ("none" = plain decoding)
 };
 
 class GenerationService {
@@ -69,10 +72,12 @@ public:
     return o_.context_limit > 0 ? std::min(o_.context_limit, model) : model;
   }
   int64_t max_tokens_ceiling() const { return o_.max_tokens_ceiling; }
+  const std::string& draft() const { return o_.draft; }
 
   // Totals since start, for /health and the prompt-reuse tests.
   struct Totals {
     int64_t requests = 0, prefill_positions = 0, reused_positions = 0, generated_tokens = 0;
+    int64_t spec_rounds = 0, spec_drafted = 0, spec_accepted = 0;  // speculation: verification rounds, drafts
     size_t cache_entries = 0;
     uint64_t cache_bytes = 0;
   };

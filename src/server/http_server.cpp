@@ -171,6 +171,7 @@ void ApiServer::routes() {
               {"prefill_positions", t.prefill_positions},
               {"reused_positions", t.reused_positions},
               {"generated_tokens", t.generated_tokens},
+              {"speculation", {{"drafter", service_.draft()}, {"rounds", t.spec_rounds}, {"drafted", t.spec_drafted}, {"accepted", t.spec_accepted}}},
               {"prompt_cache", {{"entries", t.cache_entries}, {"bytes", t.cache_bytes}}}};
     res.set_content(j.dump(), "application/json");
   });

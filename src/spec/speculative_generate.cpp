@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "spec/verifier.h"
+#include "spec/speculative_stepper.h"
 #include "util/error.h"
 
 namespace deltafin {
@@ -60,79 +60,38 @@ GenerateStats generate_speculative(K3Model& model, K3Session& session, const std
   if (logits.T == 0) return st.reason = StopReason::Interrupted, st;
 
   std::vector<uint32_t> history = prompt;
-  uint32_t next = argmax_first(logits.row(0), logits.n);
+  const uint32_t next = argmax_first(logits.row(0), logits.n);
   st.ttft_seconds = since(t0);
   if (on_logits) on_logits(logits.row(0), logits.n);
   on_token(next);
   history.push_back(next);
   if (should_stop(p, next, ++st.new_tokens, session.length(), limit, st)) return st;
 
-  DraftController controller(spec.max_draft, spec.fixed_k);
-  Verifier verifier(model);
+  SpeculativeStepper stepper(model, drafter, spec.max_draft, spec.fixed_k, &ss);
+  if (!p.ignore_eos) stepper.set_draft_stop(p.eos);
+  std::vector<std::vector<float>> rows;
   for (;;) {
     const int64_t base = session.length();
     const auto ts = Clock::now();
     // Never draft past what may still be emitted or past the context.
-    int k = drafter ? controller.next_k() : 0;
-    k = static_cast<int>(std::min<int64_t>({k, p.max_new - st.new_tokens - 1, limit - base - 1}));
-    std::vector<uint32_t> drafts;
-    if (k > 0) {
-      drafts = drafter->propose(history, k);
-      if (drafts.size() > static_cast<size_t>(k)) drafts.resize(static_cast<size_t>(k));
-      // A stateless drafter knows nothing after an end of message (§10.1).
-      if (!p.ignore_eos) {
-        auto eos = std::find(drafts.begin(), drafts.end(), p.eos);
-        if (eos != drafts.end()) drafts.erase(eos + 1, drafts.end());
-      }
-    }
-    const double draft_s = since(ts);
-    ss.draft_seconds += draft_s;
-
+    const int64_t budget = std::min(p.max_new - st.new_tokens - 1, limit - base - 1);
     if (p.observer) p.observer->step_begin(false);
-    if (drafts.empty()) {
-      const uint32_t one[1] = {next};
-      logits = model.forward(session, one, false);
-      if (p.observer) p.observer->step_end(false);
-      tell_drafter(1);
-      const double sec = since(ts);
-      if (drafter) controller.record_plain(sec);
-      ++ss.plain_steps;
-      ss.plain_seconds += sec;
-      st.token_ms.push_back(sec * 1e3);
-      next = argmax_first(logits.row(0), logits.n);
-      if (on_logits) on_logits(logits.row(0), logits.n);
-      on_token(next);
-      history.push_back(next);
-      if (should_stop(p, next, ++st.new_tokens, session.length(), limit, st)) return st;
-      continue;
-    }
-
-    const Verification v = verifier.run(session, next, drafts);
+    const std::vector<uint32_t> chosen = stepper.step(session, history, budget, on_logits ? &rows : nullptr);
     if (p.observer) p.observer->step_end(false);
-    // Emit d1..dm and the target's own g_m, each checked against the stop
-    // rules as plain decoding would; rows are committed for what was emitted.
-    size_t emitted = 0;
+    // Each choice is handled as plain decoding would handle it, stopping where it would.
+    size_t handled = 0;
     bool stopped = false;
-    while (emitted <= v.accepted && !stopped) {
-      const uint32_t token = v.greedy[emitted];  // == d(emitted+1) while emitted < m
-      if (on_logits) on_logits(v.logits.row(emitted), v.logits.n);
-      ++emitted;
+    while (handled < chosen.size() && !stopped) {
+      const uint32_t token = chosen[handled];
+      if (on_logits) on_logits(rows[handled].data(), rows[handled].size());
+      ++handled;
       on_token(token);
       history.push_back(token);
-      next = token;
-      stopped = should_stop(p, token, ++st.new_tokens, base + static_cast<int64_t>(emitted), limit, st);
+      stopped = should_stop(p, token, ++st.new_tokens, base + static_cast<int64_t>(handled), limit, st);
     }
-    verifier.commit(session, emitted);
-    tell_drafter(emitted);
-    const double sec = since(ts);
-    controller.record_round(static_cast<int>(drafts.size()), static_cast<int>(v.accepted), sec);
-    ++ss.rounds;
-    ++ss.rounds_by_k[drafts.size()];
-    ss.drafted += static_cast<int64_t>(drafts.size());
-    ss.accepted += static_cast<int64_t>(v.accepted);
-    ss.round_tokens += static_cast<int64_t>(emitted);
-    ss.round_seconds += sec;
-    for (size_t i = 0; i < emitted; ++i) st.token_ms.push_back(sec * 1e3 / static_cast<double>(emitted));
+    stepper.commit(session, handled);
+    const double ms = since(ts) * 1e3;
+    for (size_t i = 0; i < handled; ++i) st.token_ms.push_back(ms / static_cast<double>(handled));
     if (stopped) return st;
   }
 }

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/generate.h"
 #include "engine/loaded_model.h"
 #include "model/kimi_k3/generator.h"
 #include "server/generation_service.h"
@@ -589,4 +590,69 @@ TEST(HttpPromptReuse, ChatFollowUpReusesTheFirstTurn) {
   EXPECT_EQ(cold2.json()["usage"]["prompt_tokens"], n2);
   EXPECT_EQ(warm2.json()["choices"][0]["message"], cold2.json()["choices"][0]["message"]);
   EXPECT_EQ(warm2.json()["usage"]["completion_tokens"], cold2.json()["usage"]["completion_tokens"]);
+}
+
+TEST(HttpServer, SpeculationServesTheSameCompletionAndReusesItsState) {
+  // The expected tokens come from the model itself (plain greedy decoding);
+  // a replay drafter proposes them (all right), or the first 8 of them and
+  // then wrong ones (a replay drafter goes silent once the output leaves its
+  // recording, so a partly accepted round comes first). Either way the
+  // completion is the one a server without drafting gives,
+  // and a follow-up that reuses the speculative request's kept state too.
+  LoadedK3& m = model();
+  const std::vector<uint32_t> ids = test::random_tokens(41, 12, 500);
+  std::vector<uint32_t> plain;
+  {
+    K3Session s(m.config);
+    GenerateParams gp;
+    gp.max_new = 20;
+    gp.ignore_eos = true;
+    generate(*m.model, s, ids, gp, [&](uint32_t t) { plain.push_back(t); });
+  }
+  test::TempDir dir;
+  std::string right, wrong;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    right += std::to_string(plain[i]) + ",";
+    wrong += std::to_string(i < 8 ? plain[i] : (plain[i] + 1) % static_cast<uint32_t>(m.config.vocab_size)) + ",";
+  }
+  test::write_bytes(dir.file("right.ids"), right);
+  test::write_bytes(dir.file("wrong.ids"), wrong);
+
+  const json body = {{"model", kModelName}, {"prompt", ids}, {"max_tokens", 15}};
+  ServiceOptions none_opts;
+  none_opts.draft = "none";
+  none_opts.prompt_cache_entries = 0;
+  TestServer none(none_opts);
+  const HttpResponse want = post(none.port(), "/v1/completions", body.dump());
+  ASSERT_EQ(want.status, 200) << want.body;
+  EXPECT_EQ(none.health()["speculation"]["rounds"], 0);
+
+  for (const std::string file : {"right.ids", "wrong.ids"}) {
+    SCOPED_TRACE(file);
+    ServiceOptions so;
+    so.draft = "replay:" + dir.file(file);
+    TestServer spec(so);
+    const HttpResponse got = post(spec.port(), "/v1/completions", body.dump());
+    ASSERT_EQ(got.status, 200) << got.body;
+    EXPECT_EQ(got.json()["choices"][0], want.json()["choices"][0]);
+    EXPECT_EQ(got.json()["usage"], want.json()["usage"]);
+    const json h = spec.health()["speculation"];
+    EXPECT_GT(h["rounds"].get<int64_t>(), 0);
+    if (file == "right.ids") {
+      EXPECT_EQ(h["accepted"], h["drafted"]);
+    } else {
+      EXPECT_LT(h["accepted"].get<int64_t>(), h["drafted"].get<int64_t>());
+    }
+    // The kept state holds the prompt and the first 14 of the 15 tokens (the
+    // last one was never run): a prompt that extends them reuses all 26.
+    std::vector<uint32_t> longer = ids;
+    longer.insert(longer.end(), plain.begin(), plain.begin() + 15);
+    longer.push_back(5);
+    const json body2 = {{"model", kModelName}, {"prompt", longer}, {"max_tokens", 6}};
+    const HttpResponse a = post(spec.port(), "/v1/completions", body2.dump());
+    const HttpResponse b = post(none.port(), "/v1/completions", body2.dump());
+    ASSERT_EQ(a.status, 200) << a.body;
+    EXPECT_EQ(a.json()["usage"]["prompt_tokens_details"]["cached_tokens"], 26);
+    EXPECT_EQ(a.json()["choices"][0], b.json()["choices"][0]);
+  }
 }
