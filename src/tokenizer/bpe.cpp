@@ -85,7 +85,12 @@ std::vector<uint32_t> bpe_merge_simple(std::string_view piece, const RankTable& 
   return out;
 }
 
-std::vector<uint32_t> bpe_merge_heap(std::string_view piece, const RankTable& ranks) {
+namespace {
+
+// The heap merge for any priority: rank_of_join(start, mid, end) ranks joining
+// the parts [start, mid) and [mid, end) of the piece.
+template <typename PairRank>
+std::vector<uint32_t> merge_heap(std::string_view piece, const RankTable& ranks, const PairRank& rank_of_join) {
   // Parts form a linked list over byte positions; a part keeps its start when
   // it absorbs its right neighbour, so (pair rank, start) orders candidate
   // merges exactly as tiktoken's scan does (lowest rank, then leftmost).
@@ -104,7 +109,7 @@ std::vector<uint32_t> bpe_merge_heap(std::string_view piece, const RankTable& ra
   auto end_of = [&](size_t part) { return next[part] == kNone ? n : next[part]; };
   auto pair_rank = [&](size_t part) {
     if (next[part] == kNone) return kNoRank;
-    return ranks.find(piece.substr(part, end_of(next[part]) - part));
+    return rank_of_join(part, next[part], end_of(next[part]));
   };
 
   struct Candidate {
@@ -140,6 +145,22 @@ std::vector<uint32_t> bpe_merge_heap(std::string_view piece, const RankTable& ra
   for (size_t part = 0; part != kNone; part = next[part])
     out.push_back(ranks.find(piece.substr(part, end_of(part) - part)));
   return out;
+}
+
+}  // namespace
+
+std::vector<uint32_t> bpe_merge_heap(std::string_view piece, const RankTable& ranks) {
+  // tiktoken: the priority of a join is the rank of the joined bytes.
+  return merge_heap(piece, ranks,
+                    [&](size_t start, size_t, size_t end) { return ranks.find(piece.substr(start, end - start)); });
+}
+
+std::vector<uint32_t> bpe_merge_heap_pairs(
+    std::string_view piece, const RankTable& ranks,
+    const std::function<uint32_t(std::string_view left, std::string_view right)>& pair_rank) {
+  return merge_heap(piece, ranks, [&](size_t start, size_t mid, size_t end) {
+    return pair_rank(piece.substr(start, mid - start), piece.substr(mid, end - mid));
+  });
 }
 
 void bpe_encode(std::string_view piece, const RankTable& ranks, std::vector<uint32_t>& out) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,5 +47,15 @@ void bpe_encode(std::string_view piece, const RankTable& ranks, std::vector<uint
 // whole-piece lookup.
 std::vector<uint32_t> bpe_merge_simple(std::string_view piece, const RankTable& ranks);
 std::vector<uint32_t> bpe_merge_heap(std::string_view piece, const RankTable& ranks);
+
+// The heap merge with the merge priority given by the caller:
+// pair_rank(left, right) is the rank of joining the adjacent parts `left` and
+// `right` (kNoRank: they never join); lowest rank first, leftmost on ties.
+// Hugging Face BPE (tokenizers' Word::merge_all) ranks the pair in its merges
+// list rather than the joined token; `ranks` must hold every single byte and
+// every join the caller allows. Returns the ids (ranks) of the final parts.
+std::vector<uint32_t> bpe_merge_heap_pairs(
+    std::string_view piece, const RankTable& ranks,
+    const std::function<uint32_t(std::string_view left, std::string_view right)>& pair_rank);
 
 }  // namespace deltafin

@@ -101,7 +101,11 @@ Pretokenizer::Pretokenizer(std::string pattern) : pattern_(std::move(pattern)) {
 
 const std::string& Pretokenizer::pcre2_pattern() const { return compiled_->translated; }
 
-std::vector<std::string_view> Pretokenizer::split(std::string_view text) const {
+std::vector<std::string_view> Pretokenizer::split(std::string_view text) const { return scan(text, false); }
+
+std::vector<std::string_view> Pretokenizer::split_isolated(std::string_view text) const { return scan(text, true); }
+
+std::vector<std::string_view> Pretokenizer::scan(std::string_view text, bool keep_gaps) const {
   // Validate once here, then match with NO_UTF_CHECK: PCRE2 would otherwise
   // re-check the rest of the subject at every match, which is quadratic.
   require_valid_utf8(text, "pre-tokenizer input");
@@ -111,6 +115,7 @@ std::vector<std::string_view> Pretokenizer::split(std::string_view text) const {
   pcre2_match_context* mctx = thread_match_context();
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t offset = 0;
+  size_t kept = 0;  // end of the last piece (match or gap) handed out
   while (offset < text.size()) {
     int rc = pcre2_match(compiled_->code, subject, text.size(), offset, PCRE2_NO_UTF_CHECK, md, mctx);
     if (rc == PCRE2_ERROR_NOMATCH) break;
@@ -130,9 +135,11 @@ std::vector<std::string_view> Pretokenizer::split(std::string_view text) const {
       offset = next;
       continue;
     }
+    if (keep_gaps && start > kept) pieces.push_back(text.substr(kept, start - kept));
     pieces.push_back(text.substr(start, end - start));
-    offset = end;
+    offset = kept = end;
   }
+  if (keep_gaps && kept < text.size()) pieces.push_back(text.substr(kept));
   pcre2_match_data_free(md);
   return pieces;
 }

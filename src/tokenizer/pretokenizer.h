@@ -34,7 +34,13 @@ public:
   // Thread-safe.
   std::vector<std::string_view> split(std::string_view text) const;
 
+  // Like split, but text between matches is kept as pieces of its own: the
+  // Hugging Face Split pre-tokenizer with behavior "Isolated". The pieces
+  // concatenate back to `text`.
+  std::vector<std::string_view> split_isolated(std::string_view text) const;
+
 private:
+  std::vector<std::string_view> scan(std::string_view text, bool keep_gaps) const;
   struct Compiled;
   std::string pattern_;
   std::shared_ptr<const Compiled> compiled_;  // immutable, so copies share it
