@@ -1,0 +1,54 @@
+// Small random Qwen3 dense checkpoints in exactly the Hugging Face layout, for
+// tests and as a stand-in draft model (`make-model --arch qwen3`):
+// config.json, model.safetensors (or shards with model.safetensors.index.json),
+// tokenizer.json (byte-level BPE in the `tokenizers` format Qwen3 uses, trained
+// on the built-in text) and tokenizer_config.json. Weights are seeded random
+// BF16, scaled so activations stay of order 1. Every file is written
+// atomically (temporary name, fsync, rename); config.json comes last, so a
+// directory with a config.json holds a complete checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "model/qwen3/qwen3_config.h"
+
+namespace deltafin {
+
+struct Qwen3GenerateOptions {
+  std::string out_dir;
+  uint64_t seed = 1;
+  // Dimensions. head_dim deliberately differs from hidden / heads by default,
+  // as in real Qwen3 configs.
+  int64_t hidden = 64, intermediate = 160, layers = 2, heads = 4, kv_heads = 2, head_dim = 32;
+  // vocab_size of the config (embedding rows): vocab - 3 byte-level BPE tokens
+  // (256 bytes + merges), then <|endoftext|>, <|im_start|>, <|im_end|>.
+  int64_t vocab = 512;
+  int64_t max_position_embeddings = 4096;
+  double rope_theta = 1000000.0, rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = true;
+  int shards = 1;      // 1: model.safetensors; N > 1: N shards + model.safetensors.index.json
+  bool force = false;  // overwrite an existing checkpoint in out_dir
+};
+
+struct Qwen3GenerateResult {
+  Qwen3Config config;  // as the runtime parses the config.json written
+  uint64_t payload_bytes = 0;
+  int shards = 0;
+  size_t tensors = 0;
+};
+
+Qwen3GenerateResult generate_qwen3_checkpoint(const Qwen3GenerateOptions& options);
+
+// The tokenizer.json for `tokens` (byte strings indexed by id, 256 single
+// bytes first, as train_bpe returns them), with the three special tokens at
+// ids tokens.size() .. + 2. Exposed for tests.
+nlohmann::json qwen3_tokenizer_json(const std::vector<std::string>& tokens);
+
+// Qwen2/Qwen3's pre-tokenizer regex, as tokenizer.json writes it.
+extern const char* const kQwen3Pattern;
+
+}  // namespace deltafin

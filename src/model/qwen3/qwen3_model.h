@@ -1,0 +1,47 @@
+// The Qwen3 dense forward pass (Hugging Face Qwen3ForCausalLM) for the draft
+// model of speculative decoding: fp32 activations, BF16 weights, fp32
+// accumulation. Per layer: x += o_proj(attn(rope(q_norm(q)), rope(k_norm(k)), v))
+// on rmsnorm(x), then x += down(silu(gate(h)) * up(h)) on rmsnorm(x); final
+// rmsnorm and lm_head. Each position's arithmetic is the same whether it runs
+// alone or among T positions (matmul is T-independent, every reduction has a
+// fixed order), so a T-position pass equals T one-position passes bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/qwen3/qwen3_config.h"
+#include "model/qwen3/qwen3_session.h"
+#include "model/qwen3/qwen3_weights.h"
+#include "util/thread_pool.h"
+
+namespace deltafin {
+
+class Qwen3Model {
+public:
+  // Keeps references to config and weights (they must outlive the model);
+  // pool may be null (everything on the calling thread).
+  Qwen3Model(const Qwen3Config& config, const Qwen3Weights& weights, ThreadPool* pool);
+
+  // Appends `tokens` (T >= 1) at positions session.length() .. + T - 1 and
+  // returns logits: [T, vocab] row-major when all_logits, else [1, vocab] for
+  // the last position. Token ids >= vocab_size, an empty span, a session of
+  // another shape or one that would pass its capacity are refused before the
+  // session changes.
+  std::vector<float> forward(Qwen3Session& session, std::span<const uint32_t> tokens, bool all_logits);
+
+  const Qwen3Config& config() const { return config_; }
+  const Qwen3Weights& weights() const { return weights_; }
+
+private:
+  const Qwen3Config& config_;
+  const Qwen3Weights& weights_;
+  ThreadPool* pool_;
+};
+
+// The greedy choice: the index of the largest logit, the lowest index among
+// equal maxima (NaN never wins). n must be >= 1.
+uint32_t qwen3_argmax(const float* logits, size_t n);
+
+}  // namespace deltafin

@@ -1,0 +1,56 @@
+// The weights of a Qwen3 dense checkpoint, loaded into RAM: matrices stay BF16
+// as stored (the matmul kernel widens them exactly), norm weights are widened
+// to fp32 at load. Every tensor's dtype and shape is checked against the
+// config, and a tensor the architecture does not have is refused, so a
+// checkpoint of another architecture never loads as this one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "format/checkpoint.h"
+#include "format/safetensors_writer.h"
+#include "kernels/weights.h"
+#include "model/qwen3/qwen3_config.h"
+
+namespace deltafin {
+
+// An owned row-major BF16 matrix [rows, cols]; view() points into it.
+struct Qwen3Matrix {
+  size_t rows = 0, cols = 0;
+  std::vector<uint16_t> bf16;
+  WeightView view() const { return WeightView{WeightType::BF16, rows, cols, bf16.data(), nullptr}; }
+};
+
+struct Qwen3LayerWeights {
+  std::vector<float> input_norm, post_attention_norm;  // [hidden]
+  std::vector<float> q_norm, k_norm;                   // [head_dim], shared by all heads
+  Qwen3Matrix q, k, v, o;                              // [H*hd, hidden], [KV*hd, hidden] x2, [hidden, H*hd]
+  Qwen3Matrix gate, up, down;                          // [I, hidden] x2, [hidden, I]
+};
+
+struct Qwen3Weights {
+  Qwen3Matrix embed;    // [vocab, hidden]
+  Qwen3Matrix lm_head;  // [vocab, hidden]; empty when the embeddings are tied
+  std::vector<float> final_norm;
+  std::vector<Qwen3LayerWeights> layers;
+  uint64_t bytes = 0;  // resident bytes, for reporting
+
+  // The output projection: lm_head, or the embedding matrix when tied.
+  const Qwen3Matrix& output() const { return lm_head.rows ? lm_head : embed; }
+};
+
+// Every tensor a checkpoint of `config` holds, with dtype and shape, in the
+// order the generator writes them (lm_head.weight only when not tied).
+std::vector<TensorSpec> qwen3_tensor_specs(const Qwen3Config& config);
+
+// Opens a Hugging Face checkpoint directory: model.safetensors, or shards
+// listed by model.safetensors.index.json (any shard file names, e.g. the
+// usual model-00001-of-00002.safetensors), or index-less deltafin-named shards.
+Checkpoint open_qwen3_checkpoint(const std::string& dir);
+
+Qwen3Weights load_qwen3_weights(const Qwen3Config& config, const Checkpoint& checkpoint);
+Qwen3Weights load_qwen3_weights(const Qwen3Config& config, const std::string& dir);
+
+}  // namespace deltafin
