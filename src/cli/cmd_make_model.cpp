@@ -1,17 +1,21 @@
-// deltafin make-model: generate a small K3-architecture checkpoint.
+// deltafin make-model: generate a small K3-architecture checkpoint, or
+// (--arch k3_dspark) a DSpark draft model matching an existing K3 checkpoint.
 #include <cstdio>
 
 #include "cli/commands.h"
 #include "format/k3_config.h"
 #include "format/k3_tensors.h"
 #include "model/kimi_k3/generator.h"
+#include "model/qwen3/qwen3_generator.h"
+#include "spec/dspark_generator.h"
+#include "util/error.h"
 #include "util/progress.h"
 
 namespace deltafin::cli {
 
 namespace {
 struct MakeModelArgs {
-  std::string out, preset = "tiny";
+  std::string out, preset = "tiny", arch = "k3", target;
   uint64_t seed = 1;
   uint64_t shard_mb = 4096;
   bool force = false, quiet = false;
@@ -23,7 +27,53 @@ void optional_flag(CLI::App* sub, const std::string& name, std::optional<T>& tar
   sub->add_option_function<T>(name, [&target](const T& v) { target = v; }, help);
 }
 
+// A DSpark drafter for the K3 checkpoint in --target (k3-model.md §10.2, §14).
+int run_dspark(const MakeModelArgs& a) {
+  if (a.target.empty()) fail("make-model --arch k3_dspark: --target DIR (the K3 checkpoint to draft for) is required");
+  const K3DimOverrides& d = a.dims;
+  if (d.hidden || d.experts || d.top_k || d.vocab || d.latent || d.moe_intermediate || d.intermediate)
+    fail("make-model --arch k3_dspark: the dimensions come from --target; only --layers (DSpark layers, 1..5) applies");
+  DSparkGenerateOptions o;
+  o.layers = d.layers.value_or(0);
+  o.force = a.force;
+  DSparkConfig c = generate_dspark_checkpoint(a.target, a.out, a.seed, o);
+  std::printf("wrote %s: DSpark drafter for %s, seed %llu, %lld layers, %lld heads, hidden %lld, capture layers",
+              a.out.c_str(), a.target.c_str(), static_cast<unsigned long long>(a.seed),
+              static_cast<long long>(c.num_hidden_layers), static_cast<long long>(c.num_attention_heads),
+              static_cast<long long>(c.hidden_size));
+  for (int64_t id : c.target_layer_ids) std::printf(" %lld", static_cast<long long>(id));
+  std::printf("\n  the weights are random: this drafter has DSpark's architecture and file layout, not its knowledge\n");
+  return 0;
+}
+
+// A small Qwen3 dense checkpoint with tokenizer.json: a draft model for raw
+// completions (--draft model:DIR). Only --hidden, --layers, --vocab and
+// --intermediate apply.
+int run_qwen3(const MakeModelArgs& a) {
+  const K3DimOverrides& d = a.dims;
+  if (d.experts || d.top_k || d.latent || d.moe_intermediate)
+    fail("make-model --arch qwen3: a dense model has no experts; only --hidden, --layers, --vocab, --intermediate apply");
+  Qwen3GenerateOptions o;
+  o.out_dir = a.out;
+  o.seed = a.seed;
+  o.hidden = d.hidden.value_or(o.hidden);
+  o.layers = d.layers.value_or(o.layers);
+  o.vocab = d.vocab.value_or(o.vocab);
+  o.intermediate = d.intermediate.value_or(o.intermediate);
+  o.force = a.force;
+  Qwen3GenerateResult r = generate_qwen3_checkpoint(o);
+  std::printf("wrote %s: Qwen3 dense draft model, seed %llu, %lld layers, hidden %lld, %lld heads (%lld kv), vocab %lld\n",
+              a.out.c_str(), static_cast<unsigned long long>(a.seed), static_cast<long long>(r.config.num_hidden_layers),
+              static_cast<long long>(r.config.hidden_size), static_cast<long long>(r.config.num_attention_heads),
+              static_cast<long long>(r.config.num_key_value_heads), static_cast<long long>(r.config.vocab_size));
+  std::printf("  the weights are random: this model has Qwen3's architecture and file layout, not its knowledge\n");
+  return 0;
+}
+
 int run(const MakeModelArgs& a) {
+  if (a.arch == "k3_dspark") return run_dspark(a);
+  if (!a.target.empty()) fail("make-model: --target applies only to --arch k3_dspark");
+  if (a.arch == "qwen3") return run_qwen3(a);
   GenerateOptions o;
   o.out_dir = a.out;
   o.seed = a.seed;
@@ -50,11 +100,17 @@ Command add_make_model(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("make-model", "Generate a small K3-architecture checkpoint (random weights)");
   sub->add_option("--out", a->out, "Output directory")->required();
   sub->add_option("--seed", a->seed, "Random seed")->capture_default_str();
+  sub->add_option("--arch", a->arch,
+                  "k3 (a K3-architecture checkpoint), k3_dspark (a DSpark drafter for --target) or qwen3 (a small dense "
+                  "draft model with tokenizer.json)")
+      ->check(CLI::IsMember({"k3", "k3_dspark", "qwen3"}))
+      ->capture_default_str();
+  sub->add_option("--target", a->target, "k3_dspark: the K3 checkpoint directory the drafter is made for");
   sub->add_option("--preset", a->preset, "tiny (tests), small (a few hundred MB), bench (real K3 expert size), k3")
       ->check(CLI::IsMember({"tiny", "small", "bench", "k3"}))
       ->capture_default_str();
   optional_flag(sub, "--hidden", a->dims.hidden, "hidden_size");
-  optional_flag(sub, "--layers", a->dims.layers, "num_hidden_layers (MLA every 4th and last)");
+  optional_flag(sub, "--layers", a->dims.layers, "num_hidden_layers (k3: MLA every 4th and last; k3_dspark: 1..5)");
   optional_flag(sub, "--experts", a->dims.experts, "num_experts per MoE layer");
   optional_flag(sub, "--top-k", a->dims.top_k, "num_experts_per_token");
   optional_flag(sub, "--vocab", a->dims.vocab, "vocab_size (BPE ranks + 256 reserved)");

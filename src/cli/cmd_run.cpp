@@ -104,7 +104,8 @@ int run(const RunArgs& a) {
   p.stop = &g_interrupted;
   RunStatsCollector collector(*m);
   if (m->stream || !a.stats_json.empty()) p.observer = &collector;
-  std::unique_ptr<Drafter> drafter = make_drafter(a.draft, *m, prompt);
+  DrafterFactory drafters(a.draft, *m);
+  std::unique_ptr<Drafter> drafter = drafters.make(prompt, a.chat);
   SpecParams sp;
   sp.drafter = drafter.get();
   sp.fixed_k = a.draft_k;
@@ -177,8 +178,9 @@ Command add_run(CLI::App& app) {
   sub->add_option("--stats-json", a->stats_json, "Write every step's figures (and speculation's) as JSON to this file");
   sub->add_option("--tokens-out", a->tokens_out, "Write the generated token ids (comma-separated) to this file");
   sub->add_option("--draft", a->draft,
-                  "Speculative decoding (never changes the output): none, ngram (prompt lookup), replay:FILE (oracle: a "
-                  "previous run's --tokens-out)")
+                  "Speculative decoding (never changes the output): none, ngram (prompt lookup), dspark:DIR (K3's DSpark "
+                  "checkpoint), model:DIR (a small Qwen3 checkpoint with tokenizer.json), replay:FILE (oracle: a previous "
+                  "run's --tokens-out)")
       ->capture_default_str();
   sub->add_option("--draft-k", a->draft_k, "Tokens drafted per step, 1-7; 0 = adapt to what pays")
       ->check(CLI::Range(0, 7))

@@ -7,7 +7,6 @@
 #include <thread>
 
 #include "cli/commands.h"
-#include "spec/drafter_factory.h"
 #include "cli/model_options.h"
 #include "server/generation_service.h"
 #include "server/http_server.h"
@@ -27,7 +26,8 @@ struct ServeArgs {
   size_t prompt_cache_slots = 4;
   double prompt_cache_mb = 1024;
   int64_t prefill_chunk = kDefaultPrefillChunk;
-  std::string draft = "ngram";
+  std::string draft = "auto", dspark, draft_model;
+  int draft_k = 0;
   int64_t context = 0;
 };
 
@@ -49,11 +49,14 @@ int serve(ServeArgs a) {
   so.prefill_chunk = a.prefill_chunk;
   if (a.draft.rfind("replay:", 0) == 0) fail("--draft ", a.draft, ": replay is for benchmarks of one prompt, not a server");
   so.draft = a.draft;
-  make_drafter(so.draft, *m, {});  // an unknown drafter is refused now, not at the first request
+  so.dspark_dir = a.dspark;
+  so.draft_model_dir = a.draft_model;
+  so.draft_k = a.draft_k;
   so.context_limit = a.context;
   if (const char* d = std::getenv("DELTAFIN_SERVE_STEP_DELAY_MS")) so.step_delay_ms = std::atoi(d);
   g_shutdown.store(false);
   GenerationService service(*m, so, &g_shutdown);
+  std::fprintf(stderr, "serve: speculative drafting: %s\n", service.draft().c_str());
   ApiServer server(service, a.server);
   const int port = server.bind();
   if (a.server.host != "127.0.0.1" && a.server.host != "::1" && a.server.host != "localhost")
@@ -115,8 +118,13 @@ Command add_serve(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--draft", a->draft,
                   "Speculative decoding for every request (never changes the output; switched off per request when it "
-                  "does not pay): none, ngram")
+                  "does not pay): auto (the best of what is given), none, ngram, dspark:DIR, model:DIR")
       ->capture_default_str();
+  sub->add_option("--draft-k", a->draft_k, "Tokens drafted per step, 1-7; 0 = adapt per request to what pays")
+      ->check(CLI::Range(0, 7))
+      ->capture_default_str();
+  sub->add_option("--dspark", a->dspark, "A DSpark checkpoint for --draft auto (chats and completions)");
+  sub->add_option("--draft-model", a->draft_model, "A small Qwen3 checkpoint for --draft auto (raw completions)");
   sub->add_option("--http-threads", a->server.http_threads, "HTTP worker threads (default: queue + 32)")->capture_default_str();
   return {sub, [a] { return serve(*a); }};
 }

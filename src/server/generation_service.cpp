@@ -17,7 +17,11 @@ using api::ApiError;
 using clock_type = std::chrono::steady_clock;
 
 GenerationService::GenerationService(LoadedK3& model, ServiceOptions options, const std::atomic<bool>* shutdown)
-    : m_(model), o_(options), shutdown_(shutdown), cache_(options.prompt_cache_entries, options.prompt_cache_bytes) {}
+    : m_(model),
+      o_(options),
+      shutdown_(shutdown),
+      cache_(options.prompt_cache_entries, options.prompt_cache_bytes),
+      drafters_(options.draft, model, options.dspark_dir, options.draft_model_dir) {}
 
 PreparedPrompt GenerationService::prepare(const api::GenerationRequest& r) const {
   PreparedPrompt p;
@@ -62,10 +66,10 @@ Outcome GenerationService::run(const PreparedPrompt& p, const std::function<bool
   K3Model& model = *m_.model;
   K3Session session(m_.config);
   // A drafter per request: its index and context are this request's.
-  std::unique_ptr<Drafter> drafter = make_drafter(o_.draft, m_, p.tokens);
+  std::unique_ptr<Drafter> drafter = drafters_.make(p.tokens, p.chat);
   model.set_capture_layers(drafter ? drafter->capture_layers() : std::vector<int64_t>{});
   SpecStats spec;
-  SpeculativeStepper stepper(model, drafter.get(), DraftController::kMaxDraft, 0, &spec);
+  SpeculativeStepper stepper(model, drafter.get(), DraftController::kMaxDraft, o_.draft_k, &spec);
   stepper.set_draft_stop(m_.tokenizer->eos_id());
   out.drafter = drafter ? drafter->name() : "none";
   const int64_t n = out.prompt_tokens;

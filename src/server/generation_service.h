@@ -19,6 +19,7 @@
 #include "engine/prefill.h"
 #include "server/api/request.h"
 #include "server/prompt_cache.h"
+#include "spec/drafter_factory.h"
 
 namespace deltafin {
 
@@ -29,7 +30,9 @@ struct ServiceOptions {
   int64_t context_limit = 0;           // --context: positions a session may hold; 0 = the model's max_position_embeddings
   int64_t prefill_chunk = 64;          // positions per prefill pass (a cancel is noticed between passes)
   int step_delay_ms = 0;               // tests only (DELTAFIN_SERVE_STEP_DELAY_MS): sleep per token
-  std::string draft = "ngram";         // --draft: the drafter for every request (spec/drafter_factory.h)
+  std::string draft = "auto";          // --draft: the drafter for every request (spec/drafter_factory.h)
+  std::string dspark_dir, draft_model_dir;  // --dspark, --draft-model: what "auto" may choose from
+  int draft_k = 0;                     // --draft-k: tokens drafted per step, 0 = the controller adapts
 };
 
 struct PreparedPrompt {
@@ -72,7 +75,7 @@ public:
     return o_.context_limit > 0 ? std::min(o_.context_limit, model) : model;
   }
   int64_t max_tokens_ceiling() const { return o_.max_tokens_ceiling; }
-  const std::string& draft() const { return o_.draft; }
+  std::string draft() const { return drafters_.describe(); }
 
   // Totals since start, for /health and the prompt-reuse tests.
   struct Totals {
@@ -100,6 +103,7 @@ private:
   ServiceOptions o_;
   const std::atomic<bool>* shutdown_;
   PromptCache cache_;
+  DrafterFactory drafters_;  // loaded once; each request gets its own drafter
   mutable std::mutex totals_mu_;
   Totals totals_;
   int heat_unsaved_requests_ = 0;

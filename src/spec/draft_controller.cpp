@@ -9,6 +9,7 @@ constexpr double kTimeAlpha = 0.3;   // weight of the newest timing in the movin
 constexpr double kDecay = 0.95;      // acceptance counts forget old rounds, so the rate follows the text
 constexpr int kProbeK = 2;           // k of the first rounds and of probes while off
 constexpr int kProbeEvery = 16;      // steps between probes while drafting is off
+constexpr int kGrowStep = 2;         // k grows by this after a round that accepted everything
 }  // namespace
 
 DraftController::DraftController(int max_k, int fixed_k)
@@ -66,8 +67,11 @@ int DraftController::next_k() {
   int k;
   if (rounds_ == 0) {
     k = kProbeK;
-  } else if (grow_ && last_k_ < max_k_) {
-    k = last_k_ + 1;
+  } else if (seconds_[1] <= 0) {
+    return last_k_ = 0;  // one plain step, so rounds are compared with a measured plain cost (growth waits)
+  } else if (grow_ && round_k_ < max_k_ &&
+             expected_tokens(round_k_) / cost(round_k_) > expected_tokens(0) / cost(0)) {
+    k = round_k_ + kGrowStep;  // everything accepted and drafting pays: try longer drafts
   } else {
     k = best_k();
     if (k == 0 && ++steps_since_probe_ >= kProbeEvery) k = std::min(kProbeK, max_k_);
@@ -94,7 +98,8 @@ void DraftController::record_round(int drafted, int accepted, double seconds) {
     tried_[i] += 1.0;
     if (i <= accepted) right_[i] += 1.0;
   }
-  grow_ = accepted == drafted && drafted == last_k_;
+  grow_ = accepted == drafted && drafted == last_k_;  // a full draft of the asked length, all right
+  round_k_ = drafted;
 }
 
 }  // namespace deltafin

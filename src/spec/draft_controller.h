@@ -8,9 +8,10 @@
 //     the pass width from the measured ones.
 // It picks the k with the most expected tokens per second, E(k) / cost(k),
 // k = 0 included, so drafting switches itself off when it does not pay.
-// Exploration keeps the estimates honest: the first rounds probe k = 2, a
-// round that accepted every draft tries one more next time, and while
-// drafting is off a probe round runs every 16 steps. None of this can change
+// Exploration keeps the estimates honest: the first round probes k = 2, the
+// next step is a plain one (so rounds are compared with a measured plain
+// step), a round that accepted every draft while drafting pays tries two more
+// next time, and while drafting is off a probe round runs every 16 steps. None of this can change
 // the output: the verifier decides every token.
 #pragma once
 
@@ -36,7 +37,8 @@ public:
 
 private:
   int max_k_, fixed_k_;
-  int last_k_ = 0;
+  int last_k_ = 0;   // what next_k() returned last
+  int round_k_ = 0;  // drafts in the last round
   bool grow_ = false;     // the last round accepted everything: try one more
   int steps_since_probe_ = 0;
   int rounds_ = 0;

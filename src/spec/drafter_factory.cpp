@@ -3,6 +3,8 @@
 #include <cctype>
 #include <filesystem>
 
+#include "spec/dspark_drafter.h"
+#include "spec/model_drafter.h"
 #include "spec/ngram_drafter.h"
 #include "spec/replay_drafter.h"
 #include "util/error.h"
@@ -36,20 +38,58 @@ std::vector<uint32_t> read_token_file(const std::string& path, int64_t vocab) {
   return ids;
 }
 
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+std::string after_colon(const std::string& spec) {
+  const std::string rest = spec.substr(spec.find(':') + 1);
+  if (rest.empty()) fail("--draft ", spec, ": a path is needed after the colon");
+  return rest;
+}
+
 }  // namespace
 
-std::unique_ptr<Drafter> make_drafter(const std::string& spec, const LoadedK3& model, const std::vector<uint32_t>& prompt) {
-  if (spec == "none") return nullptr;
-  if (spec == "ngram") return std::make_unique<NgramDrafter>();
-  if (spec.rfind("replay:", 0) == 0) {
-    const std::string path = spec.substr(7);
-    if (!std::filesystem::is_regular_file(path)) fail("--draft ", spec, ": ", path, " is not a file (give a run's --tokens-out)");
+DrafterFactory::DrafterFactory(const std::string& spec, const LoadedK3& target, const std::string& dspark_dir,
+                               const std::string& model_dir)
+    : spec_(spec), target_(target) {
+  std::string dspark = dspark_dir, model = model_dir;
+  if (starts_with(spec, "dspark:")) dspark = after_colon(spec);
+  if (starts_with(spec, "model:")) model = after_colon(spec);
+  if (starts_with(spec, "replay:")) {
+    replay_path_ = after_colon(spec);
+    if (!std::filesystem::is_regular_file(replay_path_))
+      fail("--draft ", spec, ": ", replay_path_, " is not a file (give a run's --tokens-out)");
+  } else if (spec != "none" && spec != "ngram" && spec != "auto" && !starts_with(spec, "dspark:") &&
+             !starts_with(spec, "model:")) {
+    fail("--draft ", spec, ": unknown drafter (none, ngram, dspark:DIR, model:DIR, replay:FILE, auto)");
+  }
+  if (!dspark.empty()) dspark_ = DSparkAssets::load(dspark, target);
+  if (!model.empty()) model_ = DraftModelAssets::load(model, *target.tokenizer, target.pool.get());
+}
+
+DrafterFactory::~DrafterFactory() = default;
+
+std::unique_ptr<Drafter> DrafterFactory::make(const std::vector<uint32_t>& prompt, bool chat) const {
+  if (spec_ == "none") return nullptr;
+  if (spec_ == "ngram") return std::make_unique<NgramDrafter>();
+  if (!replay_path_.empty()) {
     std::vector<uint32_t> expected = prompt;
-    const std::vector<uint32_t> out = read_token_file(path, model.config.vocab_size);
+    const std::vector<uint32_t> out = read_token_file(replay_path_, target_.config.vocab_size);
     expected.insert(expected.end(), out.begin(), out.end());
     return std::make_unique<ReplayDrafter>(std::move(expected));
   }
-  fail("--draft ", spec, ": unknown drafter (none, ngram, replay:FILE)");
+  if (starts_with(spec_, "dspark:")) return std::make_unique<DSparkDrafter>(dspark_);
+  if (starts_with(spec_, "model:")) return std::make_unique<ModelDrafter>(model_);
+  // auto
+  if (!chat && model_) return std::make_unique<ModelDrafter>(model_);
+  if (dspark_) return std::make_unique<DSparkDrafter>(dspark_);
+  return std::make_unique<NgramDrafter>();
+}
+
+std::string DrafterFactory::describe() const {
+  if (spec_ != "auto") return spec_;
+  std::string chat = dspark_ ? "dspark" : "ngram";
+  std::string raw = model_ ? "model" : chat;
+  return "auto (chats: " + chat + ", completions: " + raw + ")";
 }
 
 }  // namespace deltafin

@@ -52,13 +52,30 @@ TEST(DraftController, FixedKIsAlwaysThatK) {
   }
 }
 
-TEST(DraftController, StartsWithATwoDraftProbeAndGrowsWhileEverythingIsAccepted) {
+TEST(DraftController, StartsWithATwoDraftProbeThenAPlainStepAndGrowsWhileItPays) {
   DraftController dc;
   EXPECT_EQ(dc.next_k(), 2);
   dc.record_round(2, 2, 1.1);
-  EXPECT_EQ(dc.next_k(), 3);
-  dc.record_round(3, 3, 1.15);
+  EXPECT_EQ(dc.next_k(), 0);  // the plain step it is compared with
+  dc.record_plain(1.0);
+  // The probe accepted all, and E(2) = 1 + 0.75 + 0.75^2 = 2.31 tokens per
+  // 1.1 s beats plain's 1 per 1.0 s (p = (1 + 0.5) / (1 + 1) with the prior): grow by two.
   EXPECT_EQ(dc.next_k(), 4);
+  dc.record_round(4, 4, 1.2);
+  EXPECT_EQ(dc.next_k(), 6);
+  dc.record_round(6, 6, 1.3);
+  EXPECT_EQ(dc.next_k(), 7);
+}
+
+TEST(DraftController, DoesNotGrowWhenRoundsCostMoreThanTheyEmit) {
+  // Every draft right, but a round of T rows costs T plain steps (compute-bound,
+  // nothing amortised): drafting gains nothing, so it does not grow and soon stops.
+  DraftController dc;
+  EXPECT_EQ(dc.next_k(), 2);
+  dc.record_round(2, 2, 3.3);
+  EXPECT_EQ(dc.next_k(), 0);
+  dc.record_plain(1.0);
+  EXPECT_EQ(dc.next_k(), 0);  // E(2)/cost(2) = 2.31 / 3.3 < 1 / 1.0
 }
 
 TEST(DraftController, SettlesOnTheKWithTheMostTokensPerSecond) {

@@ -1,0 +1,87 @@
+#include "spec/model_drafter.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "tokenizer/utf8.h"
+#include "util/error.h"
+
+namespace deltafin {
+
+namespace {
+
+// Bytes as text both tokenizers accept: a character the end cuts short is
+// dropped (more bytes of it may follow), any other invalid byte run becomes
+// U+FFFD, which is what a model reading this text would see anyway.
+std::string as_text(std::string_view bytes) {
+  return utf8_replace_invalid(bytes.substr(0, bytes.size() - utf8_incomplete_tail(bytes)));
+}
+
+}  // namespace
+
+std::shared_ptr<const DraftModelAssets> DraftModelAssets::load(const std::string& dir, const Tokenizer& target,
+                                                               ThreadPool* pool) {
+  auto a = std::make_shared<DraftModelAssets>();
+  const std::filesystem::path d(dir);
+  a->config = read_qwen3_config((d / "config.json").string());
+  a->weights = load_qwen3_weights(a->config, dir);
+  a->tokenizer = std::make_unique<const HfTokenizer>(HfTokenizer::load((d / "tokenizer.json").string()));
+  if (a->tokenizer->vocab_size() > static_cast<size_t>(a->config.vocab_size))
+    fail(dir, ": tokenizer.json has ", a->tokenizer->vocab_size(), " ids but config.json's vocab_size is ",
+         a->config.vocab_size);
+  a->target_tokenizer = &target;
+  a->pool = pool;
+  return a;
+}
+
+ModelDrafter::ModelDrafter(std::shared_ptr<const DraftModelAssets> assets)
+    : assets_(std::move(assets)),
+      model_(assets_->config, assets_->weights, assets_->pool),
+      session_(assets_->config, std::min<int64_t>(assets_->config.max_position_embeddings, 8 * kWindow)) {}
+
+std::vector<uint32_t> ModelDrafter::propose(std::span<const uint32_t> history, int k) {
+  if (k <= 0 || history.empty()) return {};
+  // The window: its start moves in steps of kWindow / 2 so the cache is mostly reused.
+  const size_t n = history.size(), half = kWindow / 2;
+  const size_t start = n > kWindow ? (n - kWindow) / half * half : 0;
+  const std::vector<uint32_t> window(history.begin() + static_cast<std::ptrdiff_t>(start), history.end());
+  const std::string text = as_text(assets_->target_tokenizer->decode_bytes(window));
+  if (text.empty()) return {};
+  const std::vector<uint32_t> q = assets_->tokenizer->encode(text, false);
+  const int64_t room = session_.capacity() - static_cast<int64_t>(q.size()) - (k + 1);
+  if (q.empty() || room < 0) return {};
+
+  // Keep what the session already holds of this text; run the rest.
+  size_t common = 0;
+  while (common < q.size() && common < held_.size() && q[common] == held_[common]) ++common;
+  if (common == q.size()) --common;  // the last token must run again for its logits
+  session_.truncate(static_cast<int64_t>(common));
+  held_.assign(q.begin(), q.begin() + static_cast<std::ptrdiff_t>(common));
+  std::vector<float> logits = model_.forward(session_, std::span<const uint32_t>(q).subspan(common), false);
+  held_ = q;
+
+  // Greedy draft tokens, then back to the window's text: drafts are not kept.
+  const size_t V = static_cast<size_t>(assets_->config.vocab_size);
+  std::vector<uint32_t> drafted;
+  for (int i = 0; i <= k; ++i) {
+    const uint32_t t = qwen3_argmax(logits.data(), V);
+    drafted.push_back(t);
+    if (i == k) break;
+    const uint32_t one[1] = {t};
+    logits = model_.forward(session_, one, false);
+  }
+  session_.truncate(static_cast<int64_t>(q.size()));
+  std::string draft_text;
+  try {
+    draft_text = assets_->tokenizer->decode(drafted);
+  } catch (const Error&) {
+    return {};  // a drafted id outside the tokenizer (padding rows of the embedding)
+  }
+  std::vector<uint32_t> out = assets_->target_tokenizer->encode_ordinary(as_text(draft_text));
+  // The last K3 token may be cut short by where the draft stopped: drop it.
+  if (out.size() > 1) out.pop_back();
+  if (out.size() > static_cast<size_t>(k)) out.resize(static_cast<size_t>(k));
+  return out;
+}
+
+}  // namespace deltafin
