@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "format/checkpoint_dir.h"
 #include "format/checkpoint.h"
 #include "format/safetensors_writer.h"
 #include "format/tokenizer_config.h"
@@ -136,11 +137,6 @@ void copy_tensor(SafetensorsWriter& w, const TensorRef& src) {
   }
 }
 
-bool is_checkpoint_file(const std::string& name) {
-  return name == "config.json" || name == "model.safetensors.index.json" ||
-         (name.rfind("model", 0) == 0 && name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0);
-}
-
 }  // namespace
 
 DSparkConfig generate_dspark_checkpoint(const std::string& target_dir, const std::string& out_dir, uint64_t seed,
@@ -161,18 +157,7 @@ DSparkConfig generate_dspark_checkpoint(const std::string& target_dir, const std
   if (embed.info->dtype != DType::BF16 || embed.info->shape != embed_shape)
     fail(embed.shard->path(), ": tensor ", embed_name, " is not a BF16 [vocab, hidden] matrix");
 
-  fs::create_directories(out_dir);
-  for (const auto& e : fs::directory_iterator(out_dir)) {
-    if (!is_checkpoint_file(e.path().filename().string())) continue;
-    if (!o.force)
-      fail(out_dir, ": already holds checkpoint files (", e.path().filename().string(),
-           " ...); pass --force to overwrite them");
-  }
-  if (o.force) {  // config.json first: an interrupted overwrite never looks complete
-    fs::remove(fs::path(out_dir) / "config.json");
-    for (const auto& e : fs::directory_iterator(out_dir))
-      if (is_checkpoint_file(e.path().filename().string())) fs::remove(e.path());
-  }
+  prepare_checkpoint_dir(out_dir, o.force);
 
   const std::vector<DSparkTensor> tensors = dspark_tensor_list(config);
   std::vector<TensorSpec> specs;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "format/checkpoint_dir.h"
 #include "format/checkpoint.h"
 #include "format/k3_config.h"
 #include "format/k3_tensors.h"
@@ -206,27 +207,6 @@ std::vector<std::vector<TensorSpec>> plan_shards(const std::vector<TensorSpec>& 
   return shards;
 }
 
-bool is_checkpoint_file(const std::string& name) {
-  return name == "config.json" || name == "model.safetensors.index.json" ||
-         (name.rfind("model", 0) == 0 && ends_with(name, ".safetensors"));
-}
-
-// Refuses to touch a directory holding a checkpoint unless --force; with it,
-// removes the old checkpoint files so the new one is complete and alone.
-void prepare_out_dir(const std::string& dir, bool force) {
-  fs::create_directories(dir);
-  std::vector<fs::path> old;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (is_checkpoint_file(e.path().filename().string())) old.push_back(e.path());
-  if (old.empty()) return;
-  if (!force)
-    fail(dir, ": already holds checkpoint files (", old.front().filename().string(),
-         " ...); pass --force to overwrite them");
-  // config.json first: an interrupted overwrite never looks like a complete checkpoint.
-  fs::remove(fs::path(dir) / "config.json");
-  for (const fs::path& p : old) fs::remove(p);
-}
-
 }  // namespace
 
 GenerateResult generate_k3_checkpoint(const GenerateOptions& o) {
@@ -234,7 +214,7 @@ GenerateResult generate_k3_checkpoint(const GenerateOptions& o) {
   // Parse our own config through the real loader first: the generator can
   // never write a checkpoint the runtime would refuse.
   const K3Config config = parse_k3_config(config_json, "generated config.json");
-  prepare_out_dir(o.out_dir, o.force);
+  prepare_checkpoint_dir(o.out_dir, o.force);
 
   std::vector<TensorSpec> tensors = k3_language_tensors(config, config.kda_head_dim);
   tensors.push_back({"vision_tower.patch_embed.proj.weight", DType::BF16, {32, 3, 2, 2}});

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "format/checkpoint_dir.h"
 #include "format/safetensors_writer.h"
 #include "model/qwen3/qwen3_weights.h"
 #include "tokenizer/bpe_trainer.h"
@@ -123,28 +124,6 @@ void write_tensor(SafetensorsWriter& w, const TensorSpec& t, uint64_t seed, bool
     w.append(buf.data(), m * 2);  // little-endian host, as safetensors
     done += m;
   }
-}
-
-bool is_checkpoint_file(const std::string& name) {
-  return name == "config.json" || name == "model.safetensors.index.json" ||
-         (name.rfind("model", 0) == 0 && ends_with(name, ".safetensors"));
-}
-
-// Refuses to touch a directory holding a checkpoint unless force; with it,
-// removes the old checkpoint files (a different shard layout must not linger
-// and make the directory ambiguous).
-void prepare_out_dir(const std::string& dir, bool force) {
-  fs::create_directories(dir);
-  std::vector<fs::path> old;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (is_checkpoint_file(e.path().filename().string())) old.push_back(e.path());
-  if (old.empty()) return;
-  if (!force)
-    fail(dir, ": already holds checkpoint files (", old.front().filename().string(),
-         " ...); pass --force to overwrite them");
-  // config.json first: an interrupted overwrite never looks like a complete checkpoint.
-  fs::remove(fs::path(dir) / "config.json");
-  for (const fs::path& p : old) fs::remove(p);
 }
 
 // Hugging Face's shard name: model-00001-of-00002.safetensors.
@@ -298,7 +277,7 @@ Qwen3GenerateResult generate_qwen3_checkpoint(const Qwen3GenerateOptions& o) {
     fail("make-model: BPE training produced ", tokens.size(), " tokens, wanted ", n_bpe);
   const json tokenizer = qwen3_tokenizer_json(tokens);
 
-  prepare_out_dir(o.out_dir, o.force);
+  prepare_checkpoint_dir(o.out_dir, o.force);
   Qwen3GenerateResult result;
   if (o.shards == 1) {
     SafetensorsWriter w((fs::path(o.out_dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
