@@ -17,6 +17,7 @@
 #include "spec/dspark_generator.h"
 #include "spec/model_drafter.h"
 #include "spec/speculative_generate.h"
+#include "spec/plain_decode.h"
 #include "support/session_compare.h"
 #include "support/test_support.h"
 
@@ -52,28 +53,10 @@ Models& models() {
   return m;
 }
 
-struct Plain {
-  std::vector<uint32_t> tokens;
-  K3Session session;
-  explicit Plain(const K3Config& c) : session(c) {}
-};
-
-Plain decode_plain(K3Model& model, const std::vector<uint32_t>& prompt, int64_t n) {
-  Plain p(model.config());
-  Rows l = model.forward(p.session, prompt, false);
-  for (int64_t i = 0;; ++i) {
-    p.tokens.push_back(argmax_first(l.row(0), l.n));
-    if (i + 1 == n) break;
-    const uint32_t one[1] = {p.tokens.back()};
-    l = model.forward(p.session, one, false);
-  }
-  return p;
-}
-
 // Runs speculative generation with `drafter`, checks it against plain decoding, returns its stats.
 SpecStats expect_plain_output(Drafter& drafter, const std::vector<uint32_t>& prompt, int64_t n, int fixed_k) {
   LoadedK3& m = *models().target;
-  Plain plain = decode_plain(*m.model, prompt, n);
+  test::PlainRun plain = test::decode_plain(*m.model, prompt, n);
   SpecParams sp;
   sp.drafter = &drafter;
   sp.fixed_k = fixed_k;

@@ -17,12 +17,15 @@
 #include "spec/speculative_generate.h"
 #include "spec/verifier.h"
 #include "store/setup.h"
+#include "spec/plain_decode.h"
 #include "support/session_compare.h"
 #include "support/test_support.h"
 #include "util/rng.h"
 
 using namespace deltafin;
+using test::decode_plain;
 using test::expect_same_state;
+using test::PlainRun;
 using test::same_bits;
 
 namespace {
@@ -67,27 +70,6 @@ LoadedK3& resident() {
   return *m;
 }
 
-// Plain decoding, by hand: the prompt in one pass, then one position at a time.
-struct Plain {
-  std::vector<uint32_t> tokens;
-  std::vector<std::vector<float>> logits;  // the row behind each token
-  K3Session session;
-  explicit Plain(const K3Config& c) : session(c) {}
-};
-
-Plain decode_plain(K3Model& model, const std::vector<uint32_t>& prompt, int64_t max_new) {
-  Plain p(model.config());
-  Rows l = model.forward(p.session, prompt, false);
-  for (int64_t i = 0;; ++i) {
-    p.logits.emplace_back(l.row(0), l.row(0) + l.n);
-    p.tokens.push_back(argmax_first(l.row(0), l.n));
-    if (i + 1 == max_new) break;
-    const uint32_t one[1] = {p.tokens.back()};
-    l = model.forward(p.session, one, false);
-  }
-  return p;
-}
-
 // Drafts from the known right continuation: all right, all wrong (right + 1)
 // or each right with probability one half.
 class ScriptedDrafter : public Drafter {
@@ -127,7 +109,7 @@ TEST(Speculative, EveryDraftKindAndLengthEmitsPlainDecodingsTokensLogitsAndState
   const uint32_t V = static_cast<uint32_t>(m.config.vocab_size);
   const std::vector<uint32_t> prompt = test::random_tokens(31, 12, V - 256);
   const int64_t n = 48;
-  Plain plain = decode_plain(*m.model, prompt, n);
+  PlainRun plain = decode_plain(*m.model, prompt, n);
   std::vector<uint32_t> expected = prompt;
   expected.insert(expected.end(), plain.tokens.begin(), plain.tokens.end());
 
@@ -213,7 +195,7 @@ TEST(Speculative, StopRulesEndWhereThePlainLoopEnds) {
   LoadedK3& m = resident();
   const uint32_t V = static_cast<uint32_t>(m.config.vocab_size);
   const std::vector<uint32_t> prompt = test::random_tokens(34, 10, V - 256);
-  Plain plain = decode_plain(*m.model, prompt, 30);
+  PlainRun plain = decode_plain(*m.model, prompt, 30);
   std::vector<uint32_t> expected = prompt;
   expected.insert(expected.end(), plain.tokens.begin(), plain.tokens.end());
 
@@ -268,7 +250,7 @@ TEST(Speculative, NgramDraftingKeepsTheOutput) {
   const uint32_t V = static_cast<uint32_t>(m.config.vocab_size);
   std::vector<uint32_t> unit = test::random_tokens(35, 8, V - 256), prompt;
   for (int i = 0; i < 4; ++i) prompt.insert(prompt.end(), unit.begin(), unit.end());
-  Plain plain = decode_plain(*m.model, prompt, 40);
+  PlainRun plain = decode_plain(*m.model, prompt, 40);
   NgramDrafter drafter;
   SpecParams sp;
   sp.drafter = &drafter;
@@ -298,7 +280,7 @@ TEST(Speculative, AStreamedVerificationReadsItsUnionOnceAndMatchesResident) {
   LoadedK3& r = resident();
   const uint32_t V = static_cast<uint32_t>(m->config.vocab_size);
   const std::vector<uint32_t> prompt = test::random_tokens(36, 10, V - 256);
-  Plain plain = decode_plain(*r.model, prompt, 20);
+  PlainRun plain = decode_plain(*r.model, prompt, 20);
   std::vector<uint32_t> expected = prompt;
   expected.insert(expected.end(), plain.tokens.begin(), plain.tokens.end());
 
