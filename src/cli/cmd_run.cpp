@@ -17,6 +17,7 @@
 #include "tokenizer/stream_decoder.h"
 #include "util/error.h"
 #include "util/file.h"
+#include "util/progress.h"
 
 namespace deltafin::cli {
 
@@ -63,20 +64,37 @@ void print_stats(const GenerateStats& st, double load_s) {
                stop_reason_name(st.reason));
 }
 
-// One line: how speculation went (rounds, acceptance, tokens per step, k used).
-std::string describe_spec(const std::string& name, const SpecStats& s, const GenerateStats& st) {
+// How speculation went: rounds, acceptance, tokens per step, the k used; the
+// rounds' tokens per second against the plain steps' of the same run when
+// both happened (the controller's own comparison); and, streaming, expert
+// bytes read per emitted token.
+std::string describe_spec(const std::string& name, const SpecStats& s, const GenerateStats& st,
+                          const RunStatsCollector& collector, bool streamed) {
   std::string ks;
   for (size_t k = 1; k < s.rounds_by_k.size(); ++k)
     if (s.rounds_by_k[k]) ks += " k" + std::to_string(k) + ":" + std::to_string(s.rounds_by_k[k]);
-  char buf[512];
+  const long long decode_tokens = st.new_tokens > 0 ? st.new_tokens - 1 : 0;
+  char buf[768];
   std::snprintf(buf, sizeof buf,
                 "speculation (%s): %lld verification rounds + %lld plain steps for %lld decode tokens (%.2f tokens/step); "
                 "drafted %lld, accepted %lld (%.1f%%); drafting %.1f ms, rounds %.1f ms, plain %.1f ms; rounds by k:%s",
-                name.c_str(), static_cast<long long>(s.rounds), static_cast<long long>(s.plain_steps),
-                static_cast<long long>(st.new_tokens > 0 ? st.new_tokens - 1 : 0), s.tokens_per_step(),
-                static_cast<long long>(s.drafted), static_cast<long long>(s.accepted), 100.0 * s.acceptance(),
-                s.draft_seconds * 1e3, s.round_seconds * 1e3, s.plain_seconds * 1e3, ks.empty() ? " none" : ks.c_str());
-  return buf;
+                name.c_str(), static_cast<long long>(s.rounds), static_cast<long long>(s.plain_steps), decode_tokens,
+                s.tokens_per_step(), static_cast<long long>(s.drafted), static_cast<long long>(s.accepted),
+                100.0 * s.acceptance(), s.draft_seconds * 1e3, s.round_seconds * 1e3, s.plain_seconds * 1e3,
+                ks.empty() ? " none" : ks.c_str());
+  std::string out = buf;
+  if (s.rounds > 0 && s.plain_steps > 0 && s.round_seconds > 0 && s.plain_seconds > 0) {
+    std::snprintf(buf, sizeof buf, "; rounds emitted %.2fx the plain steps' tokens per second",
+                  (s.round_tokens / s.round_seconds) / (s.plain_steps / s.plain_seconds));
+    out += buf;
+  }
+  if (streamed && decode_tokens > 0) {
+    uint64_t bytes = 0;
+    for (const StepStats& step : collector.steps())
+      if (!step.prefill) bytes += step.bytes_read;
+    out += "; expert bytes read per emitted token " + human_bytes(static_cast<double>(bytes) / decode_tokens);
+  }
+  return out;
 }
 
 nlohmann::ordered_json spec_json(const std::string& name, const SpecStats& s) {
@@ -128,7 +146,7 @@ int run(const RunArgs& a) {
   std::signal(SIGINT, SIG_DFL);
   m->save_heat();
   if (a.stats) print_stats(st, m->load_seconds);
-  if (a.stats && drafter) std::fprintf(stderr, "%s\n", describe_spec(drafter->name(), spec_stats, st).c_str());
+  if (a.stats && drafter) std::fprintf(stderr, "%s\n", describe_spec(drafter->name(), spec_stats, st, collector, m->stream != nullptr).c_str());
   if (a.stats && m->stream) {
     for (size_t i = 0; i < collector.steps().size(); ++i)
       std::fprintf(stderr, "%s\n", RunStatsCollector::format_step(i, collector.steps()[i]).c_str());
