@@ -323,3 +323,32 @@ TEST(Speculative, AStreamedVerificationReadsItsUnionOnceAndMatchesResident) {
   }
   EXPECT_TRUE(some_wide);
 }
+
+TEST(Speculative, ALongGenerationWithRandomDraftsStaysIdentical) {
+  // 300 tokens: many rounds of partial acceptance and rollback in a row, the
+  // controller changing k as it goes; every token and the end state as plain.
+  LoadedK3& m = resident();
+  const uint32_t V = static_cast<uint32_t>(m.config.vocab_size);
+  const std::vector<uint32_t> prompt = test::random_tokens(37, 20, V - 256);
+  const int64_t n = 300;
+  PlainRun plain = decode_plain(*m.model, prompt, n);
+  std::vector<uint32_t> expected = prompt;
+  expected.insert(expected.end(), plain.tokens.begin(), plain.tokens.end());
+  for (int k : {0, 5}) {
+    SCOPED_TRACE("k " + std::to_string(k));
+    ScriptedDrafter drafter(expected, ScriptedDrafter::Random, V);
+    SpecParams sp;
+    sp.drafter = &drafter;
+    sp.fixed_k = k;
+    GenerateParams gp;
+    gp.max_new = n;
+    gp.ignore_eos = true;
+    K3Session s(m.config);
+    SpecStats ss;
+    std::vector<uint32_t> got;
+    generate_speculative(*m.model, s, prompt, gp, sp, &ss, [&](uint32_t t) { got.push_back(t); });
+    EXPECT_EQ(got, plain.tokens);
+    expect_same_state(s, plain.session, m.config, "long");
+    EXPECT_GT(ss.rounds, 0);
+  }
+}
