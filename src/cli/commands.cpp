@@ -13,7 +13,8 @@ std::vector<Command>& registry() {
 
 void register_commands(CLI::App& app) {
   registry() = {add_run(app), add_logits(app), add_make_model(app), add_inspect(app), add_tokenize(app),
-                add_setup(app), add_prefetch(app), add_doctor(app), add_serve(app), add_trace_plot(app)};
+                add_setup(app), add_prefetch(app), add_doctor(app), add_serve(app), add_trace_plot(app),
+                add_bench(app), add_bench_chart(app)};
 }
 
 int run_selected(CLI::App& /*app*/) {

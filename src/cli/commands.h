@@ -28,5 +28,7 @@ Command add_prefetch(CLI::App& app);
 Command add_doctor(CLI::App& app);
 Command add_serve(CLI::App& app);
 Command add_trace_plot(CLI::App& app);
+Command add_bench(CLI::App& app);
+Command add_bench_chart(CLI::App& app);
 
 }  // namespace deltafin::cli
