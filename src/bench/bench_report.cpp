@@ -1,6 +1,7 @@
 #include "bench/bench_report.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -27,11 +28,18 @@ std::string pad(const std::string& s, size_t width, bool left = false) {
   return left ? s + std::string(width - s.size(), ' ') : std::string(width - s.size(), ' ') + s;
 }
 
+bool is_layer_metric(const std::string& name) {
+  const std::string prefix = kLayerMetricPrefix;
+  return name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+         std::isdigit(static_cast<unsigned char>(name[prefix.size()]));
+}
+
 std::string table(const std::vector<MetricSummary>& rows, const std::string& heading) {
   std::string out = heading + "\n";
   out += pad("metric", 26, true) + pad("median", 13) + pad("min", 13) + pad("max", 13) + pad("MAD", 11) + pad("n", 4) +
          "  unit\n";
   for (const MetricSummary& m : rows) {
+    if (is_layer_metric(m.name)) continue;  // in layer_table
     const Spread& s = m.spread;
     const bool any = s.n > 0;
     out += pad(m.name, 26, true) + pad(any ? num(s.median) : "-", 13) + pad(any ? num(s.min) : "-", 13) +
@@ -39,6 +47,26 @@ std::string table(const std::vector<MetricSummary>& rows, const std::string& hea
            m.unit + "\n";
   }
   return out;
+}
+
+// Per MoE layer, one line: the medians of its expert compute and its waiting
+// for reads per decode token (the per-layer rows of the summary, paired).
+std::string layer_table(const std::vector<MetricSummary>& rows, const std::string& heading) {
+  std::string out;
+  for (size_t i = 0; i + 1 < rows.size(); ++i) {
+    const std::string& n = rows[i].name;
+    const std::string suffix = "_compute_ms";
+    if (!is_layer_metric(n) || n.size() < suffix.size() || n.compare(n.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const size_t prefix = std::string(kLayerMetricPrefix).size();
+    const std::string layer = n.substr(prefix, n.size() - suffix.size() - prefix);
+    const Spread& c = rows[i].spread;
+    const Spread& w = rows[i + 1].spread;
+    out += "  layer " + pad(layer, 3, true) + " compute " + pad(c.n ? num(c.median) : "-", 10) + " ms, waiting " +
+           pad(w.n ? num(w.median) : "-", 10) + " ms\n";
+  }
+  if (out.empty()) return heading + " not measured (no routed-expert reads: a resident model)\n";
+  return heading + "\n" + out;
 }
 
 const char* label(int config) { return config == 0 ? "A" : "B"; }
@@ -84,7 +112,9 @@ std::string format_bench_report(const BenchResult& r) {
     out += "\n" + table(summarize(r, 1), "B (median and spread over its measured runs):");
     out += "\n" + table(summarize_ratios(r), "B / A, pair by pair (run i of B over run i of A):");
   }
-  out += "per-layer compute vs waiting: not measured (the engine times whole passes only)\n";
+  out += "\n" + layer_table(a, "per MoE layer, expert compute vs waiting for reads (A, medians, per decode token):");
+  if (r.configs.size() == 2)
+    out += layer_table(summarize(r, 1), "per MoE layer, expert compute vs waiting for reads (B, medians, per decode token):");
   return out;
 }
 

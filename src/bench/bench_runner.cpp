@@ -142,6 +142,7 @@ std::vector<Metric> run_metrics(const std::vector<PromptRun>& prompts, const Dri
                                 uint64_t peak_rss) {
   double decode_ms = 0, ttft_ms = 0, compute_ms = 0, wait_ms = 0, prefill_ms = 0;
   uint64_t decode_steps = 0, decode_bytes = 0, demanded = 0, hits = 0, pilot_hits = 0, pilot_actual = 0;
+  std::vector<double> layer_expert_ms, layer_wait_ms;  // summed over decode steps, per layer
   uint64_t prefill_read = 0, prefill_unique = 0, prefill_positions = 0, tokens = 0;
   for (const PromptRun& p : prompts) {
     ttft_ms += p.gen.ttft_seconds * 1e3;
@@ -161,6 +162,14 @@ std::vector<Metric> run_metrics(const std::vector<PromptRun>& prompts, const Dri
       decode_bytes += s.bytes_read;
       demanded += s.demanded, hits += s.hits;
       pilot_hits += s.pilot_hits, pilot_actual += s.pilot_actual;
+      if (layer_expert_ms.size() < s.layer_expert_ms.size()) {
+        layer_expert_ms.resize(s.layer_expert_ms.size(), 0.0);
+        layer_wait_ms.resize(s.layer_expert_ms.size(), 0.0);
+      }
+      for (size_t l = 0; l < s.layer_expert_ms.size(); ++l) {
+        layer_expert_ms[l] += s.layer_expert_ms[l];
+        layer_wait_ms[l] += std::min(s.layer_wait_ms[l], s.layer_expert_ms[l]);
+      }
     }
   }
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -189,6 +198,13 @@ std::vector<Metric> run_metrics(const std::vector<PromptRun>& prompts, const Dri
     total += drives.mb_s[d];
   }
   if (!drives.mb_s.empty()) m.push_back({"drives_total_mb_s", "MB/s over the run", total});
+  // Per MoE layer: the expert phase split into compute and waiting for reads
+  // (streamed stores only; layers without routed experts have no phase).
+  for (size_t l = 0; l < layer_expert_ms.size(); ++l) {
+    if (layer_expert_ms[l] <= 0) continue;
+    m.push_back({cat(kLayerMetricPrefix, l, "_compute_ms"), "ms/decode token", per(layer_expert_ms[l] - layer_wait_ms[l], decode_steps)});
+    m.push_back({cat(kLayerMetricPrefix, l, "_wait_ms"), "ms/decode token", per(layer_wait_ms[l], decode_steps)});
+  }
   return m;
 }
 

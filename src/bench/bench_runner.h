@@ -88,6 +88,9 @@ struct TokenMismatch {
 std::optional<TokenMismatch> first_difference(const std::vector<std::vector<uint32_t>>& reference,
                                               const std::vector<std::vector<uint32_t>>& got);
 
+// Per-layer metrics are named kLayerMetricPrefix + layer + "_compute_ms" / "_wait_ms".
+inline constexpr const char* kLayerMetricPrefix = "layer";
+
 // Per-run metrics from a run's prompts and the monitor's figures (the drive
 // vectors are empty for a resident model). Names are stable (JSON keys).
 struct DriveWindow {

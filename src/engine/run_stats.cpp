@@ -41,6 +41,11 @@ void RunStatsCollector::step_end(bool prefill) {
   s.fetch_s = e.stream.fetch.seconds - b.stream.fetch.seconds;
   s.pilot_hits = e.look.pilot_hits - b.look.pilot_hits;
   s.pilot_actual = e.look.actual - b.look.actual;
+  for (size_t l = 0; l < e.stream.layer_expert_s.size(); ++l) {
+    auto before = [](const std::vector<double>& v, size_t i) { return i < v.size() ? v[i] : 0.0; };
+    s.layer_expert_ms.push_back((e.stream.layer_expert_s[l] - before(b.stream.layer_expert_s, l)) * 1e3);
+    s.layer_wait_ms.push_back((e.stream.layer_wait_s[l] - before(b.stream.layer_wait_s, l)) * 1e3);
+  }
   for (size_t d = 0; d < e.drives.size(); ++d)
     s.drive_mb_s.push_back(sec > 0 ? (e.drives[d].bytes - b.drives[d].bytes) / sec / 1e6 : 0.0);
   const auto& routes = m_.model->last_routes();

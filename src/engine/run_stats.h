@@ -25,6 +25,9 @@ struct StepStats {
   uint64_t fetched = 0, fetch_bytes = 0;  // streamed stores: experts fetched from the mirror, body bytes
   double fetch_s = 0;                     // summed fetch time (parallel fetches overlap)
   std::vector<double> drive_mb_s;  // bytes each drive completed during the step / step time
+  // Per layer (index = layer; 0 for layers without routed experts): the
+  // expert phase's time and the waiting for reads within it, ms.
+  std::vector<double> layer_expert_ms, layer_wait_ms;
 };
 
 class RunStatsCollector : public StepObserver {

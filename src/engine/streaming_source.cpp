@@ -148,6 +148,9 @@ void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_
   std::vector<Held> ready, pending;
   std::vector<size_t> deferred;
   c_.demanded += experts.size();
+  const auto phase_start = std::chrono::steady_clock::now();
+  const size_t li = static_cast<size_t>(layer);
+  if (c_.layer_expert_s.size() <= li) c_.layer_expert_s.resize(li + 1, 0.0), c_.layer_wait_s.resize(li + 1, 0.0);
   if (heat_)
     for (int64_t e : experts) heat_->add(layer, e);
 
@@ -220,13 +223,15 @@ void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_
       auto t0 = std::chrono::steady_clock::now();
       if (pending.empty()) {
         cache_->wait_change(full_version);  // every slot is taken: wait for one to free
-        c_.wait_s += seconds_since(t0);
+        const double waited = seconds_since(t0);
+        c_.wait_s += waited, c_.layer_wait_s[li] += waited;
         continue;
       }
       std::vector<int> slots;
       for (const Held& h : pending) slots.push_back(h.slot);
       const size_t j = cache_->wait_any(slots);
-      c_.wait_s += seconds_since(t0);
+      const double waited = seconds_since(t0);
+      c_.wait_s += waited, c_.layer_wait_s[li] += waited;
       Held h = pending[j];
       pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(j));
       finish(h);
@@ -236,6 +241,7 @@ void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_
     // "a prefetch may not evict an unused prefetch" rule protects only
     // predictions whose layer is still to come.
     cache_->unmark_prefetched(layer);
+    c_.layer_expert_s[li] += seconds_since(phase_start);
   } catch (...) {
     for (const Held& h : ready) cache_->release(h.slot);
     for (const Held& h : pending) cache_->release(h.slot);

@@ -33,6 +33,10 @@ struct StreamCounters {
   uint64_t prefetch_deferred = 0; // predictions read later, into slots the current layer released
   uint64_t prefetch_lost = 0;     // predictions read, needed, but evicted before their layer came (wasted reads)
   double wait_s = 0;           // engine thread blocked on reads
+  // Per MoE layer (index = layer): time in the layer's expert phase (reads
+  // waited for and experts computed, for_each_ready) and the part of it spent
+  // blocked on reads. Expert phase minus waiting = that layer's expert compute.
+  std::vector<double> layer_expert_s, layer_wait_s;
   FetchCounters fetch;         // streamed stores: experts fetched from the mirror
 };
 

@@ -73,11 +73,22 @@ BenchResult made_up_bench(size_t configs, size_t tokens = 8, size_t drives_mb_s 
   return b;
 }
 
+TEST(BenchReport, PerLayerComputeAndWaitingGetALineEachNotTableRows) {
+  BenchResult b = made_up_bench(1);
+  for (RunResult& r : b.runs) {
+    r.metrics.push_back({"layer3_compute_ms", "ms/decode token", 2.5});
+    r.metrics.push_back({"layer3_wait_ms", "ms/decode token", 7.25});
+  }
+  const std::string t = format_bench_report(b);
+  EXPECT_NE(t.find("layer 3   compute        2.5 ms, waiting       7.25 ms"), std::string::npos) << t;
+  EXPECT_EQ(t.find("layer3_compute_ms"), std::string::npos) << "per-layer rows stay out of the main table\n" << t;
+}
+
 TEST(BenchReport, TextSaysWhatWasMeasuredAndHow) {
   const std::string t = format_bench_report(made_up_bench(1));
   for (const char* s : {"1 prompt (4 tokens)", "2 measured runs", "1 warm-up run", "excluded", "warm runs",
                         "every run's tokens equal the first run's", "decode_tokens_per_s", "median", "MAD",
-                        "drive0_busy", "per-layer compute vs waiting: not measured"})
+                        "drive0_busy", "per MoE layer, expert compute vs waiting for reads (A, medians, per decode token): not measured"})
     EXPECT_NE(t.find(s), std::string::npos) << s << "\n" << t;
   // Measured A runs have 11 and 12 tokens/s: median 11.5.
   EXPECT_NE(t.find("11.5"), std::string::npos) << t;

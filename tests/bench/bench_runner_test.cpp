@@ -151,6 +151,10 @@ TEST(BenchStats, RunMetricsOfHandMadeSteps) {
   StepStats a, b;
   a.ms = 10, a.wait_ms = 4, a.bytes_read = 1000, a.demanded = 8, a.hits = 6, a.pilot_hits = 3, a.pilot_actual = 4;
   b.ms = 30, b.wait_ms = 31, b.bytes_read = 3000, b.demanded = 8, b.hits = 2, b.pilot_hits = 1, b.pilot_actual = 4;
+  // Layer 0 has no routed experts; layer 1: expert phases of 6 and 10 ms with 2 and 12 ms
+  // of waiting (capped at the phase); layer 2: 4 and 0 ms (the second step never reached it).
+  a.layer_expert_ms = {0, 6, 4}, a.layer_wait_ms = {0, 2, 1};
+  b.layer_expert_ms = {0, 10, 0}, b.layer_wait_ms = {0, 12, 0};
   p.steps = {pre, a, b};
   DriveWindow w;
   w.mb_s = {100, 50};
@@ -174,6 +178,12 @@ TEST(BenchStats, RunMetricsOfHandMadeSteps) {
   EXPECT_DOUBLE_EQ(metric(m, "drive0_busy"), 0.5);
   EXPECT_DOUBLE_EQ(metric(m, "drive1_bins_active"), 0.5);
   EXPECT_DOUBLE_EQ(metric(m, "drives_total_mb_s"), 150);
+  // Per layer, per decode token: layer 1 compute ((6-2) + (10-10)) / 2, waiting (2 + 10) / 2.
+  EXPECT_DOUBLE_EQ(metric(m, "layer1_compute_ms"), 2);
+  EXPECT_DOUBLE_EQ(metric(m, "layer1_wait_ms"), 6);
+  EXPECT_DOUBLE_EQ(metric(m, "layer2_compute_ms"), 1.5);
+  EXPECT_DOUBLE_EQ(metric(m, "layer2_wait_ms"), 0.5);
+  for (const Metric& x : m) EXPECT_NE(x.name.rfind("layer0_", 0), 0u) << "layer 0 has no expert phase";
   // A resident run: no drive metrics, and no read figures become NaN, not 0.
   const auto r = run_metrics({PromptRun{}}, DriveWindow{}, 1.0, 1);
   EXPECT_TRUE(std::isnan(metric(r, "hit_rate")));
