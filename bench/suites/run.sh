@@ -12,7 +12,9 @@
 #
 #   sudo bench/suites/run.sh [MBPS=250]
 #   environment: SUITES ("scaling oversub"), RUNS (2), NEW (8), MEM (1800M), CACHE_GB (1.0),
-#                N_OVERSUB (2), CAPS ("4000M:2.5 2600M:1.5 1800M:1.0 1200M:0.6": cap:cache_gb pairs)
+#                N_OVERSUB (2), CAPS ("4000M:2.5 2600M:1.5 1800M:1.0 1200M:0.6": cap:cache_gb pairs),
+#                PROMPTS (a prompts file for deltafin bench; default one fixed 8-token prompt,
+#                so a cold run at one 250 MB/s drive takes under a minute)
 set -euo pipefail
 MBPS=${1:-250}
 # shellcheck source=SCRIPTDIR/../lib.sh
@@ -26,6 +28,10 @@ N_OVERSUB=${N_OVERSUB:-2}
 CAPS=${CAPS:-"4000M:2.5 2600M:1.5 1800M:1.0 1200M:0.6"}
 OUT=$ROOT/bench/results/$(date +%Y-%m-%d)-suites
 mkdir -p "$OUT" "$WORK"
+if [ -z "${PROMPTS:-}" ]; then
+  PROMPTS=$OUT/prompts.txt
+  echo "301,402,503,604,705,806,907,108" >"$PROMPTS"
+fi
 bench_prerequisites
 trap '"$RIG/drives-down.sh" >/dev/null 2>&1 || true' EXIT
 
@@ -38,7 +44,7 @@ store_on() {  # store_on N TAG: drives up, fio (fio-TAG.json), a fresh store ove
 }
 bench() {  # bench NAME MEM CACHE_GB
   "$RIG/in-cgroup.sh" --mem "$2" --stats "$OUT/$1.cgroup" -- "$DF" bench --store "$WORK/suite-store" --cold \
-      --runs "$RUNS" --warmup 1 --max-new "$NEW" --cache-gb "$3" --threads 2 \
+      --prompts "$PROMPTS" --runs "$RUNS" --warmup 1 --max-new "$NEW" --cache-gb "$3" --threads 2 \
       --json "$OUT/$1.json" --svg "$OUT/$1" >"$OUT/$1.txt" 2>&1
 }
 
@@ -56,6 +62,6 @@ fi
 "$RIG/drives-down.sh" >/dev/null || true
 trap - EXIT
 {
-  echo "command: bench/suites/run.sh $MBPS (SUITES=\"$SUITES\" RUNS=$RUNS NEW=$NEW MEM=$MEM CACHE_GB=$CACHE_GB N_OVERSUB=$N_OVERSUB CAPS=\"$CAPS\")"
+  echo "command: bench/suites/run.sh $MBPS (SUITES=\"$SUITES\" RUNS=$RUNS NEW=$NEW MEM=$MEM CACHE_GB=$CACHE_GB N_OVERSUB=$N_OVERSUB CAPS=\"$CAPS\" PROMPTS=$PROMPTS)"
   python3 "$ROOT/bench/suites/table.py" "$OUT"
 } | tee "$OUT/table.md"
