@@ -50,14 +50,15 @@ std::string after_colon(const std::string& spec) {
 
 DrafterFactory::DrafterFactory(const std::string& spec, const LoadedK3& target, const std::string& dspark_dir,
                                const std::string& model_dir)
-    : spec_(spec), target_(target) {
+    : spec_(spec) {
   std::string dspark = dspark_dir, model = model_dir;
   if (starts_with(spec, "dspark:")) dspark = after_colon(spec);
   if (starts_with(spec, "model:")) model = after_colon(spec);
   if (starts_with(spec, "replay:")) {
-    replay_path_ = after_colon(spec);
-    if (!std::filesystem::is_regular_file(replay_path_))
-      fail("--draft ", spec, ": ", replay_path_, " is not a file (give a run's --tokens-out)");
+    const std::string path = after_colon(spec);
+    if (!std::filesystem::is_regular_file(path))
+      fail("--draft ", spec, ": ", path, " is not a file (give a run's --tokens-out)");
+    replay_ = read_token_file(path, target.config.vocab_size);
   } else if (spec != "none" && spec != "ngram" && spec != "auto" && !starts_with(spec, "dspark:") &&
              !starts_with(spec, "model:")) {
     fail("--draft ", spec, ": unknown drafter (none, ngram, dspark:DIR, model:DIR, replay:FILE, auto)");
@@ -71,10 +72,9 @@ DrafterFactory::~DrafterFactory() = default;
 std::unique_ptr<Drafter> DrafterFactory::make(const std::vector<uint32_t>& prompt, bool chat) const {
   if (spec_ == "none") return nullptr;
   if (spec_ == "ngram") return std::make_unique<NgramDrafter>();
-  if (!replay_path_.empty()) {
+  if (!replay_.empty()) {
     std::vector<uint32_t> expected = prompt;
-    const std::vector<uint32_t> out = read_token_file(replay_path_, target_.config.vocab_size);
-    expected.insert(expected.end(), out.begin(), out.end());
+    expected.insert(expected.end(), replay_.begin(), replay_.end());
     return std::make_unique<ReplayDrafter>(std::move(expected));
   }
   if (starts_with(spec_, "dspark:")) return std::make_unique<DSparkDrafter>(dspark_);

@@ -36,8 +36,8 @@ public:
   std::string describe() const;
 
 private:
-  std::string spec_, replay_path_;
-  const LoadedK3& target_;
+  std::string spec_;
+  std::vector<uint32_t> replay_;  // replay:FILE's ids, read once (empty otherwise)
   std::shared_ptr<const DSparkAssets> dspark_;
   std::shared_ptr<const DraftModelAssets> model_;
 };
