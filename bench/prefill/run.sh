@@ -2,7 +2,7 @@
 # Expert-major prefill benchmark (issue 6): time to first token for prompts of
 # 16, 128 and 512 tokens on the bench checkpoint (real K3 expert size), streamed
 # from N throttled drives under a memory cap, beside
-#   - token-by-token prefill of the same prompt (--prefill-chunk 1) in the same
+#   - token-by-token prefill of the same prompt (--prefill-chunk 1 --prefill-group 1) in the same
 #     session: all of it for 16 tokens, the first TBT_PREFIX positions for longer
 #     prompts (scaled to the prompt; labelled "extrapolated" in the table);
 #   - the same prompt with every expert resident in RAM (no cap): the compute
@@ -12,7 +12,8 @@
 #
 #   sudo bench/prefill/run.sh [N=2] [MBPS=400] [MEM=1800M] [CACHE_GB=1.0]
 #   environment: THREADS (default 2), LOOKAHEAD (default auto), LENGTHS ("16 128 512"),
-#                TBT_PREFIX (default 32), CHUNK (expert-major chunk, default 0 = whole prompt)
+#                TBT_PREFIX (default 32), CHUNK (expert-major slice, default 0 = whole prompt),
+#                GROUP (positions per layer-major pass, default 0 = by memory)
 set -euo pipefail
 N=${1:-2}
 MBPS=${2:-400}
@@ -25,6 +26,7 @@ LOOKAHEAD=${LOOKAHEAD:-auto}
 LENGTHS=${LENGTHS:-16 128 512}
 TBT_PREFIX=${TBT_PREFIX:-32}
 CHUNK=${CHUNK:-0}
+GROUP=${GROUP:-0}
 OUT=$ROOT/bench/results/$(date +%Y-%m-%d)-prefill${SUFFIX:-}
 mkdir -p "$OUT" "$WORK"
 
@@ -46,10 +48,10 @@ stream() {  # name, ids, extra options...
 }
 for P in $LENGTHS; do
   prompt=$(ids "$P")
-  stream "expert-major-$P" "$prompt" --prefill-chunk "$CHUNK"
+  stream "expert-major-$P" "$prompt" --prefill-chunk "$CHUNK" --prefill-group "$GROUP"
   tbt=$P
   ((P > TBT_PREFIX)) && tbt=$TBT_PREFIX
-  stream "token-by-token-$P" "$(ids "$tbt")" --prefill-chunk 1
+  stream "token-by-token-$P" "$(ids "$tbt")" --prefill-chunk 1 --prefill-group 1
   # Compute bound: every expert resident (no cap: the bench bank is 5.6 GB).
   "$DF" run --model "$CKPT" --prompt-ids "$prompt" --max-new 1 --stats --threads "$THREADS" --prefill-chunk "$CHUNK" \
       >"$OUT/resident-$P.log" 2>&1
@@ -57,6 +59,6 @@ done
 "$RIG/drives-down.sh" >/dev/null || true
 trap - EXIT
 {
-  echo "command: bench/prefill/run.sh $N $MBPS $MEM $CACHE_GB (THREADS=$THREADS LOOKAHEAD=$LOOKAHEAD LENGTHS='$LENGTHS' TBT_PREFIX=$TBT_PREFIX CHUNK=$CHUNK)"
+  echo "command: bench/prefill/run.sh $N $MBPS $MEM $CACHE_GB (THREADS=$THREADS LOOKAHEAD=$LOOKAHEAD LENGTHS='$LENGTHS' TBT_PREFIX=$TBT_PREFIX CHUNK=$CHUNK GROUP=$GROUP)"
   python3 "$ROOT/bench/prefill/table.py" "$OUT" "$CKPT/config.json" "$LENGTHS"
 } | tee "$OUT/table.md"

@@ -135,6 +135,7 @@ std::string bench_json(const BenchResult& r, const std::string& command_line) {
   j["warmup_excluded"] = true;
   j["max_new"] = r.options.max_new;
   j["prefill_chunk"] = r.options.prefill_chunk;
+  j["prefill_group"] = r.options.prefill_group;
   j["cold"] = r.options.cold;
   j["cold_note"] = r.cold_note;
   ordered_json prompts = ordered_json::array();

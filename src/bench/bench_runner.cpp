@@ -227,6 +227,7 @@ RunResult measure_run(LoadedK3& model, const std::vector<BenchPrompt>& prompts, 
     p.ignore_eos = true;  // a fixed token count, so runs are comparable
     p.observer = &collector;
     p.prefill_chunk = options.prefill_chunk;
+    p.prefill_group = options.prefill_group;
     pr.gen = generate(*model.model, session, prompt.ids, p, [&](uint32_t id) { pr.tokens.push_back(id); });
     pr.steps = collector.steps();
     pr.prefill = collector.prefill_totals();

@@ -115,6 +115,7 @@ struct BenchOptions {
   int64_t max_new = 32;
   bool cold = false;
   int64_t prefill_chunk = kDefaultPrefillChunk;
+  int64_t prefill_group = 0;  // 0 = by memory (engine/prefill.h)
 };
 
 struct MetricSummary {

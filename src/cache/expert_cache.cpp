@@ -31,6 +31,8 @@ double ExpertCache::value_locked(const Slot& s) const {
   if (layer_cycle_ > 0) {
     const int64_t m = layer - first_layer_, cur = current_layer_ - first_layer_;
     d = static_cast<double>(((m - cur - 1) % layer_cycle_ + layer_cycle_) % layer_cycle_);
+    // The current layer comes again first: distance 0, every other layer one further.
+    if (current_again_) d = m == cur ? 0.0 : d + 1.0;
   }
   return p / (1.0 + d);
 }
@@ -182,9 +184,10 @@ int64_t ExpertCache::key(int slot) const {
   return slots_[static_cast<size_t>(slot)].key;
 }
 
-void ExpertCache::set_current_layer(int64_t layer) {
+void ExpertCache::set_current_layer(int64_t layer, bool again) {
   std::lock_guard<std::mutex> lock(mu_);
   current_layer_ = layer;
+  current_again_ = again;
 }
 
 void ExpertCache::forget(int64_t key) {

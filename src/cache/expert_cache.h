@@ -85,7 +85,10 @@ public:
   int64_t key(int slot) const;
 
   // The layer being computed now (the reference point of the layer cycle).
-  void set_current_layer(int64_t layer);
+  // `again`: the same layer is asked for once more before the next one (a
+  // layer-major prefill computes a layer in several slices of rows), so its
+  // experts are the ones needed soonest, not the ones needed last.
+  void set_current_layer(int64_t layer, bool again = false);
   // Detaches a loading prefetch whose read was cancelled: the key is free to
   // be claimed and read afresh at once, and the slot becomes Empty when the
   // cancelled read's finish_load() arrives.
@@ -127,6 +130,7 @@ private:
   const HeatHistogram* heat_ = nullptr;
   int64_t experts_per_layer_ = 1;
   int64_t first_layer_ = 1, layer_cycle_ = 0, current_layer_ = 0;
+  bool current_again_ = false;
   size_t pinned_ = 0, reserve_ = 0;
   uint64_t tick_ = 0, evictions_ = 0, version_ = 0;
 };

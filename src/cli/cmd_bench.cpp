@@ -149,7 +149,11 @@ Command add_bench(CLI::App& app) {
   sub->add_option("--max-new", a->o.max_new, "Tokens generated per prompt (past end-of-message: ignore-eos)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();
-  sub->add_option("--prefill-chunk", a->o.prefill_chunk, "Prompt positions per prefill pass (0 = whole prompt)")
+  sub->add_option("--prefill-chunk", a->o.prefill_chunk, "Prompt rows per prefill slice of a layer (0 = whole group)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--prefill-group", a->o.prefill_group,
+                  "Prompt positions per layer-major prefill pass (0 = as many as 1 GiB of activations holds)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->add_option("--json", a->json, "Write everything measured (per run and summarised) as JSON to this file");

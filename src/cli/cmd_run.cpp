@@ -34,6 +34,7 @@ struct RunArgs {
   bool chat = false, no_thinking = false, stats = false, ignore_eos = false;
   int64_t max_new = 128;
   int64_t prefill_chunk = kDefaultPrefillChunk;
+  int64_t prefill_group = 0;
 };
 
 std::vector<uint32_t> encode_prompt(const Tokenizer& tok, const RunArgs& a) {
@@ -119,6 +120,7 @@ int run(const RunArgs& a) {
   p.eos = m->tokenizer->eos_id();
   p.ignore_eos = a.ignore_eos;
   p.prefill_chunk = a.prefill_chunk;
+  p.prefill_group = a.prefill_group;
   p.stop = &g_interrupted;
   RunStatsCollector collector(*m);
   if (m->stream || !a.stats_json.empty()) p.observer = &collector;
@@ -188,7 +190,12 @@ Command add_run(CLI::App& app) {
   sub->add_flag("--no-thinking", a->no_thinking, "Chat: answer without a thinking block");
   sub->add_option("--max-new", a->max_new, "Most tokens to generate")->check(CLI::NonNegativeNumber)->capture_default_str();
   sub->add_option("--prefill-chunk", a->prefill_chunk,
-                  "Prompt positions per pass (expert-major: each pass reads its experts' union once; 0 = whole prompt)")
+                  "Prompt rows per slice of a layer (layer-major prefill: a cache holding a layer's union reads each "
+                  "expert once; 0 = whole group)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--prefill-group", a->prefill_group,
+                  "Prompt positions per layer-major pass (0 = as many as 1 GiB of activations holds)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past <|end_of_msg|> (fixed-length benchmarks)");

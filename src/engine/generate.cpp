@@ -31,7 +31,8 @@ GenerateStats generate(K3Model& model, K3Session& session, const std::vector<uin
 
   auto t0 = clock::now();
   const std::atomic<bool>* stop = p.stop;
-  Rows logits = prefill(model, session, prompt, p.prefill_chunk, p.observer, [stop] { return stop && stop->load(); });
+  Rows logits = prefill(model, session, prompt, p.prefill_chunk, p.observer, [stop] { return stop && stop->load(); }, {},
+                        p.prefill_group);
   st.prefill_seconds = std::chrono::duration<double>(clock::now() - t0).count();
   if (logits.T == 0) return st.reason = StopReason::Interrupted, st;
   const size_t V = logits.n;

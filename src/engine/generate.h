@@ -29,7 +29,8 @@ struct GenerateParams {
   bool ignore_eos = false;                 // benchmarks: keep going past eos for a fixed token count
   const std::atomic<bool>* stop = nullptr; // set by a signal handler: stop after the current token
   StepObserver* observer = nullptr;
-  int64_t prefill_chunk = kDefaultPrefillChunk;  // positions per prefill pass (engine/prefill.h); 0 = one pass
+  int64_t prefill_chunk = kDefaultPrefillChunk;  // rows per prefill slice (engine/prefill.h); 0 = whole group
+  int64_t prefill_group = 0;                     // positions per layer-major prefill pass; 0 = by memory (prefill_group_rows)
 };
 
 enum class StopReason { Eos, MaxNew, ContextFull, Interrupted };

@@ -134,13 +134,23 @@ void StreamingExpertSource::cancel_stale(int64_t layer, std::span<const int64_t>
 
 void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_t> experts,
                                            const std::function<void(size_t, const uint8_t*)>& use) {
-  cache_->set_current_layer(layer);
-  if (deferred_layer_ == layer) drop_deferred();  // its demand reads take over now
-  for (int64_t e : prefetched_[static_cast<size_t>(layer)])
-    if (std::find(experts.begin(), experts.end(), e) != experts.end() && !cache_->contains(key(layer, e)))
-      ++c_.prefetch_lost;
-  prefetched_[static_cast<size_t>(layer)].clear();
-  cancel_stale(layer, experts);
+  // One slice of a layer asked for in several (begin_layer): the layer's
+  // bookkeeping (lost predictions, stale ones cancelled against the whole
+  // union) happens at its first slice, its end-of-layer steps at its last.
+  const bool sliced = layer == sliced_layer_ && slices_left_ > 0;
+  const bool first_slice = !sliced || slices_left_ == slices_total_;
+  const bool more_slices = sliced && slices_left_ > 1;
+  if (sliced && --slices_left_ == 0) sliced_layer_ = -1;
+  cache_->set_current_layer(layer, more_slices);
+  if (first_slice) {
+    const std::span<const int64_t> layer_needs = sliced ? std::span<const int64_t>(sliced_union_) : experts;
+    if (deferred_layer_ == layer) drop_deferred();  // its demand reads take over now
+    for (int64_t e : prefetched_[static_cast<size_t>(layer)])
+      if (std::find(layer_needs.begin(), layer_needs.end(), e) != layer_needs.end() && !cache_->contains(key(layer, e)))
+        ++c_.prefetch_lost;
+    prefetched_[static_cast<size_t>(layer)].clear();
+    cancel_stale(layer, layer_needs);
+  }
   struct Held {
     size_t index;
     int slot;
@@ -217,7 +227,8 @@ void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_
         finish(h);
       }
       while (next_deferred < deferred.size() && take(deferred[next_deferred])) ++next_deferred;
-      if (next_deferred == deferred.size()) issue_deferred(layer);
+      // While slices of this layer are still to come, a released slot is theirs.
+      if (next_deferred == deferred.size() && !more_slices) issue_deferred(layer);
       if (!ready.empty()) continue;
       if (pending.empty() && next_deferred == deferred.size()) break;
       auto t0 = std::chrono::steady_clock::now();
@@ -236,11 +247,13 @@ void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_
       pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(j));
       finish(h);
     }
-    issue_deferred(layer);  // the last releases: the next layer's reads start before this layer's tail compute ends
-    // This layer's wrong predictions are ordinary entries from now on: the
-    // "a prefetch may not evict an unused prefetch" rule protects only
-    // predictions whose layer is still to come.
-    cache_->unmark_prefetched(layer);
+    if (!more_slices) {
+      issue_deferred(layer);  // the last releases: the next layer's reads start before this layer's tail compute ends
+      // This layer's wrong predictions are ordinary entries from now on: the
+      // "a prefetch may not evict an unused prefetch" rule protects only
+      // predictions whose layer is still to come.
+      cache_->unmark_prefetched(layer);
+    }
     c_.layer_expert_s[li] += seconds_since(phase_start);
   } catch (...) {
     for (const Held& h : ready) cache_->release(h.slot);
@@ -323,7 +336,18 @@ void StreamingExpertSource::drop_deferred() {
   deferred_layer_ = -1;
 }
 
-void StreamingExpertSource::begin_pass(size_t positions) { pass_positions_ = positions; }
+void StreamingExpertSource::begin_layer(int64_t layer, std::span<const int64_t> union_experts, size_t requests) {
+  if (requests < 2) return;
+  sliced_layer_ = layer;
+  slices_left_ = slices_total_ = requests;
+  sliced_union_.assign(union_experts.begin(), union_experts.end());
+}
+
+void StreamingExpertSource::begin_pass(size_t positions) {
+  pass_positions_ = positions;
+  sliced_layer_ = -1;
+  slices_left_ = slices_total_ = 0;
+}
 
 void StreamingExpertSource::end_pass() {
   drop_deferred();

@@ -59,6 +59,7 @@ public:
   void for_each_ready(int64_t layer, std::span<const int64_t> experts,
                       const std::function<void(size_t, const uint8_t*)>& use) override;
   void prefetch(int64_t layer, std::span<const int64_t> experts) override;
+  void begin_layer(int64_t layer, std::span<const int64_t> union_experts, size_t requests) override;
   void begin_pass(size_t positions) override;
   void end_pass() override;
 
@@ -101,6 +102,10 @@ private:
   // Predictions read per layer, to count those lost before their layer came.
   std::vector<std::vector<int64_t>> prefetched_;
   void note_prefetched(int64_t layer, int64_t expert);
+  // A layer asked for in slices (begin_layer): its union and the requests still to come.
+  int64_t sliced_layer_ = -1;
+  size_t slices_left_ = 0, slices_total_ = 0;
+  std::vector<int64_t> sliced_union_;
   size_t evictable_slots_;
   int64_t experts_per_token_;
 };

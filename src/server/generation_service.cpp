@@ -76,9 +76,10 @@ Outcome GenerationService::run(const PreparedPrompt& p, const std::function<bool
   const int64_t reused = cache_.restore(p.tokens, session);
   out.cached_tokens = reused;
 
-  // Prefill in passes of prefill_chunk positions up to n-1, snapshot there
-  // (the point a repeat of this prompt restores to), then the last token.
-  // A cancel is noticed before every pass.
+  // Prefill layer-major (slices of prefill_chunk rows) up to n-1, snapshot
+  // there (the point a repeat of this prompt restores to), then the last
+  // token. A cancel is noticed before every layer; prefill() rolls an
+  // unfinished pass back.
   std::vector<K3Session::Snapshot> boundaries;
   const std::span<const uint32_t> all(p.tokens);
   const auto head = all.subspan(static_cast<size_t>(reused), static_cast<size_t>(n - 1 - reused));

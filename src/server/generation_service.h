@@ -28,7 +28,7 @@ struct ServiceOptions {
   size_t prompt_cache_entries = 4;     // --prompt-cache-slots
   uint64_t prompt_cache_bytes = 1ull << 30;  // --prompt-cache-mb
   int64_t context_limit = 0;           // --context: positions a session may hold; 0 = the model's max_position_embeddings
-  int64_t prefill_chunk = 64;          // positions per prefill pass (a cancel is noticed between passes)
+  int64_t prefill_chunk = 64;          // rows per prefill slice (engine/prefill.h; a cancel is noticed before every layer)
   int step_delay_ms = 0;               // tests only (DELTAFIN_SERVE_STEP_DELAY_MS): sleep per token
   std::string draft = "auto";          // --draft: the drafter for every request (spec/drafter_factory.h)
   std::string dspark_dir, draft_model_dir;  // --dspark, --draft-model: what "auto" may choose from

@@ -123,6 +123,29 @@ TEST(ExpertCache, KeepsTheExpertsOfTheLayersComingNext) {
   EXPECT_EQ(c2.acquire(41, false).outcome, Outcome::Ready);
 }
 
+// A layer-major prefill asks for layer 1 again (its next slice) before layer
+// 2: layer 1's experts are then needed first (d = 0) and the others one
+// further than usual, so the same loads as above evict layer 3's instead.
+TEST(ExpertCache, KeepsTheCurrentLayerWhileItsSlicesLast) {
+  CacheOptions o = opts(3);
+  o.first_layer = 1;
+  o.layer_cycle = 4;
+  ExpertCache c(o);
+  c.set_current_layer(1, true);
+  load(c, 21);  // layer 2: d = 1
+  load(c, 31);  // layer 3: d = 2
+  load(c, 11);  // layer 1: its next slice comes first (d = 0)
+  load(c, 12);  // evicts 31
+  EXPECT_FALSE(c.contains(31));
+  EXPECT_TRUE(c.contains(11));
+  EXPECT_TRUE(c.contains(21));
+  // At the last slice the usual cycle is back: layer 1 is furthest away.
+  c.set_current_layer(1, false);
+  load(c, 13);  // evicts 11 or 12 (d = 3), not 21 (d = 0)
+  EXPECT_TRUE(c.contains(21));
+  EXPECT_EQ(c.contains(11) + c.contains(12), 1);
+}
+
 TEST(ExpertCache, ReferencedAndLoadingSlotsAreNeverEvicted) {
   ExpertCache c(opts(2));
   ExpertCache::Claim a = c.acquire(1, true);  // loading, referenced

@@ -1,7 +1,9 @@
-// Expert-major prefill (engine/prefill.h): any chunk size gives the same
-// final logits and the same session state, bit for bit, as decoding the
-// prompt one token at a time; and a prompt prefilled in one chunk from a cold
-// cache reads every expert it needs exactly once (amplification 1.00).
+// Expert-major prefill (engine/prefill.h): any chunk (slice) and group size
+// gives the same final logits and the same session state, bit for bit, as
+// decoding the prompt one token at a time; a prompt prefilled in one group
+// from a cold cache reads every expert it needs exactly once (amplification
+// 1.00), also in slices when the cache holds one layer's union; a cancel
+// inside a group rolls the session back to the last whole group.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -84,14 +86,18 @@ TEST(ExpertMajorPrefill, AnyChunkSizeEqualsTokenByTokenBitForBit) {
     const uint32_t one[1] = {id};
     ref_logits = m->model->forward(reference, one, false);
   }
-  for (int64_t chunk : {1, 3, 16, 64, 0}) {
-    SCOPED_TRACE("chunk " + std::to_string(chunk));
-    K3Session s(m->config);
-    Rows logits = prefill(*m->model, s, prompt, chunk);
-    ASSERT_EQ(logits.T, 1u);
-    EXPECT_TRUE(same_bits(logits.v, ref_logits.v));
-    expect_same_state(s, reference, m->config, "chunk " + std::to_string(chunk));
-  }
+  // Group 0 = by memory (the whole prompt here); 40 is not a multiple of 16
+  // or 64 (a short last slice inside a group); 7 cuts the prompt in 15 groups.
+  for (int64_t group : {0, 40, 7})
+    for (int64_t chunk : {1, 3, 16, 64, 0}) {
+      const std::string what = "chunk " + std::to_string(chunk) + ", group " + std::to_string(group);
+      SCOPED_TRACE(what);
+      K3Session s(m->config);
+      Rows logits = prefill(*m->model, s, prompt, chunk, nullptr, {}, {}, group);
+      ASSERT_EQ(logits.T, 1u);
+      EXPECT_TRUE(same_bits(logits.v, ref_logits.v));
+      expect_same_state(s, reference, m->config, what);
+    }
 }
 
 TEST(ExpertMajorPrefill, StreamedPrefillEqualsResidentAndReadsEachExpertOnce) {
@@ -121,31 +127,90 @@ TEST(ExpertMajorPrefill, StreamedPrefillEqualsResidentAndReadsEachExpertOnce) {
   EXPECT_DOUBLE_EQ(p.amplification(), 1.0);
 }
 
-TEST(ExpertMajorPrefill, SmallerChunksReadAgainWhatTheCacheDidNotKeep) {
-  // With a cache that holds only the working set, every chunk reads its own
-  // union again: the amplification is reported, above 1, and the output is
-  // still the same.
+// Distinct (layer, expert) pairs of the last pass's routes (the independent count).
+static size_t unique_pairs(const K3Model& model) {
+  std::set<std::pair<size_t, int64_t>> pairs;
+  const auto& routes = model.last_routes();
+  for (size_t l = 0; l < routes.size(); ++l)
+    for (const Route& r : routes[l])
+      for (int64_t e : r.experts) pairs.insert({l, e});
+  return pairs.size();
+}
+
+TEST(ExpertMajorPrefill, SlicesOfOneGroupReadEachExpertOnceWhenTheCacheHoldsALayer) {
+  // 48 positions route to all 16 experts of each of the tiny model's 9 MoE
+  // layers (144 pairs). A cache of 24 slots holds one layer's union but not
+  // the prompt's: sliced in 16-row chunks, layer-major order asks for a
+  // layer's experts three times in a row and reads each once (the cache keeps
+  // the current layer's experts while its slices last); the same slices taken
+  // chunk by chunk through all layers (groups of 16) read them again.
   auto resident = load_k3_resident(checkpoint().dir, 1);
   const std::vector<uint32_t> prompt = test::random_tokens(13, 48, static_cast<uint32_t>(resident->config.vocab_size));
   K3Session rs(resident->config);
   Rows want = prefill(*resident->model, rs, prompt, 0);
 
-  auto m = load_store(1, LookaheadMode::Off);
+  const double slot_gb = static_cast<double>(load_store(1, LookaheadMode::Off)->memory.slot_bytes) / 1e9;
+  auto m = load_store(1, LookaheadMode::Off, 24.5 * slot_gb);
+  ASSERT_EQ(m->memory.cache_slots, 24u);
   RunStatsCollector stats(*m);
   K3Session s(m->config);
   Rows got = prefill(*m->model, s, prompt, 16, &stats);
   EXPECT_TRUE(same_bits(got.v, want.v));
-  const auto p = stats.prefill_totals();
+  expect_same_state(s, rs, m->config, "sliced");
+  const size_t pairs = unique_pairs(*m->model);
+  ASSERT_EQ(pairs, 144u);
+  auto p = stats.prefill_totals();
+  EXPECT_EQ(p.passes, 1u);
+  EXPECT_EQ(p.unique_pairs, pairs);
+  EXPECT_EQ(p.bytes_read, pairs * m->manifest->expert_bytes);
+  EXPECT_DOUBLE_EQ(p.amplification(), 1.0);
+  const StreamCounters c = m->stream->counters();
+  EXPECT_EQ(c.misses, pairs);
+  EXPECT_GT(c.demanded, pairs);  // later slices asked again and found them in RAM
+  EXPECT_EQ(c.hits, c.demanded - pairs);
+
+  // Chunk-major (one slice per group): the cache cannot keep a whole pass's
+  // 144 experts, so every group reads most of its union again.
+  auto cm = load_store(1, LookaheadMode::Off, 24.5 * slot_gb);
+  RunStatsCollector cstats(*cm);
+  K3Session cs(cm->config);
+  Rows chunked = prefill(*cm->model, cs, prompt, 16, &cstats, {}, {}, 16);
+  EXPECT_TRUE(same_bits(chunked.v, want.v));
+  p = cstats.prefill_totals();
   EXPECT_EQ(p.passes, 3u);
   EXPECT_EQ(p.positions, 48u);
-  EXPECT_GT(p.amplification(), 1.0);
+  EXPECT_GT(p.amplification(), 2.0);
   // Never more than one read per (pass, layer, expert) in use.
   uint64_t demanded = 0;
-  for (const StepStats& st : stats.steps()) demanded += st.demanded;
-  EXPECT_LE(p.bytes_read, demanded * m->manifest->expert_bytes);
+  for (const StepStats& st : cstats.steps()) demanded += st.demanded;
+  EXPECT_LE(p.bytes_read, demanded * cm->manifest->expert_bytes);
 }
 
-TEST(ExpertMajorPrefill, GenerateUsesTheChunkAndStopsBetweenPasses) {
+TEST(ExpertMajorPrefill, ACancelInsideAGroupRollsBackToTheLastWholeGroup) {
+  auto m = load_k3_resident(checkpoint().dir, 1);
+  const std::vector<uint32_t> prompt = test::random_tokens(16, 30, static_cast<uint32_t>(m->config.vocab_size));
+  K3Session reference(m->config);
+  Rows ref_logits = prefill(*m->model, reference, std::span(prompt).first(10), 0);
+
+  // Asked before group 1 (1), before its 10 layers (2..11), before group 2
+  // (12), then before group 2's layers: the 15th ask is before its layer 2.
+  int asks = 0;
+  K3Session s(m->config);
+  Rows none = prefill(*m->model, s, prompt, 5, nullptr, [&] { return ++asks == 15; }, {}, 10);
+  EXPECT_EQ(none.T, 0u);
+  EXPECT_EQ(asks, 15);
+  ASSERT_EQ(s.length(), 10);
+  expect_same_state(s, reference, m->config, "after the cancel");
+
+  // Prefill goes on from there as if never interrupted.
+  K3Session full(m->config);
+  Rows want = prefill(*m->model, full, prompt, 0);
+  Rows rest = prefill(*m->model, s, std::span(prompt).subspan(10), 5, nullptr, {}, {}, 10);
+  EXPECT_TRUE(same_bits(rest.v, want.v));
+  expect_same_state(s, full, m->config, "resumed");
+}
+
+TEST(ExpertMajorPrefill, GenerateUsesTheChunkAndStopsBeforeThePrefill) {
   auto m = load_k3_resident(checkpoint().dir, 1);
   const std::vector<uint32_t> prompt = test::random_tokens(14, 30, static_cast<uint32_t>(m->config.vocab_size));
   std::vector<uint32_t> one_pass, chunked;
@@ -160,7 +225,8 @@ TEST(ExpertMajorPrefill, GenerateUsesTheChunkAndStopsBetweenPasses) {
   EXPECT_EQ(one_pass, chunked);
   ASSERT_EQ(one_pass.size(), 6u);
 
-  // A stop request seen between prefill passes ends generation before any token.
+  // A stop request seen before the prefill ends generation before any token
+  // and leaves the session as it was.
   std::atomic<bool> stop{true};
   p.stop = &stop;
   K3Session c(m->config);
@@ -168,7 +234,7 @@ TEST(ExpertMajorPrefill, GenerateUsesTheChunkAndStopsBetweenPasses) {
   GenerateStats st = generate(*m->model, c, prompt, p, [&](uint32_t id) { none.push_back(id); });
   EXPECT_EQ(st.reason, StopReason::Interrupted);
   EXPECT_TRUE(none.empty());
-  EXPECT_EQ(c.length(), 7);  // the first pass ran, the stop was noticed before the second
+  EXPECT_EQ(c.length(), 0);
 }
 
 TEST(ExpertMajorPrefill, PrefetchOnlyIntoSlotsTheCurrentLayerReleased) {

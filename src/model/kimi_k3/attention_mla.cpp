@@ -6,10 +6,11 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/kimi_k3/model.h"
+#include "util/error.h"
 
 namespace deltafin {
 
-void K3Model::attention_mla(int64_t layer, K3Session& s, const Rows& x, Rows& out) {
+void K3Model::attention_mla(int64_t layer, K3Session& s, const Rows& x, Rows& out, size_t offset) {
   const MlaWeights& w = w_.layers[static_cast<size_t>(layer)].mla;
   MlaCache& cache = s.mla(layer);
   const size_t T = x.T, H = static_cast<size_t>(c_.num_attention_heads);
@@ -29,7 +30,8 @@ void K3Model::attention_mla(int64_t layer, K3Session& s, const Rows& x, Rows& ou
   matmul(w.g.view(), x.v.data(), T, gate.v.data(), pool_);
 
   // Append the T new positions: k = [k_nope ‖ k_r] per head (k_r shared), v.
-  const size_t base = static_cast<size_t>(s.length());
+  const size_t base = static_cast<size_t>(s.length()) + offset;
+  if (cache.keys.size() != base * H * dk) fail("attention_mla: layer ", layer, " cache holds ", cache.keys.size() / (H * dk), " positions, expected ", base);
   cache.keys.resize((base + T) * H * dk);
   cache.values.resize((base + T) * H * dv);
   for (size_t t = 0; t < T; ++t) {

@@ -36,6 +36,12 @@ public:
   // Experts of `layer` hinted but not then requested are dropped when the
   // layer's real request comes.
   virtual void prefetch(int64_t /*layer*/, std::span<const int64_t> /*experts*/) {}
+  // A layer-major pass computes a layer's experts in `requests` slices of
+  // rows, one for_each_ready call each, one after another; before the first
+  // it names the union of all of them. The source keeps that union for the
+  // later slices (it must not cancel or evict first what a later slice
+  // needs). Not called when a layer is asked for in one request.
+  virtual void begin_layer(int64_t /*layer*/, std::span<const int64_t> /*union_experts*/, size_t /*requests*/) {}
   // A forward pass over `positions` new positions starts / ended (accounting).
   virtual void begin_pass(size_t /*positions*/) {}
   virtual void end_pass() {}

@@ -2,6 +2,8 @@
 
 #include "model/kimi_k3/lookahead.h"
 
+#include <algorithm>
+
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "util/error.h"
@@ -35,14 +37,17 @@ void K3Model::mix(const std::vector<const float*>& values, const std::vector<flo
     for (size_t i = 0; i < d; ++i) out[i] = out[i] + alpha[j] * values[j][i];
 }
 
-void K3Model::dense_mlp(const LayerWeights& w, const Rows& x, Rows& out) {
-  const size_t I = w.dense.gate.rows;
-  Rows g(x.T, I), u(x.T, I), hid(x.T, I);
-  matmul(w.dense.gate.view(), x.v.data(), x.T, g.v.data(), pool_);
-  matmul(w.dense.up.view(), x.v.data(), x.T, u.v.data(), pool_);
-  situ(g.v.data(), u.v.data(), g.v.size(), static_cast<float>(c_.situ_beta), static_cast<float>(c_.situ_linear_beta),
-       hid.v.data());
-  matmul(w.dense.down.view(), hid.v.data(), x.T, out.v.data(), pool_);
+void K3Model::dense_mlp(const LayerWeights& w, const Rows& x, Rows& out, size_t slice_rows) {
+  const size_t I = w.dense.gate.rows, S = slice_rows == 0 || slice_rows > x.T ? x.T : slice_rows;
+  for (size_t r0 = 0; r0 < x.T; r0 += S) {
+    const size_t n = std::min(S, x.T - r0);
+    Rows g(n, I), u(n, I), hid(n, I);
+    matmul(w.dense.gate.view(), x.row(r0), n, g.v.data(), pool_);
+    matmul(w.dense.up.view(), x.row(r0), n, u.v.data(), pool_);
+    situ(g.v.data(), u.v.data(), g.v.size(), static_cast<float>(c_.situ_beta), static_cast<float>(c_.situ_linear_beta),
+         hid.v.data());
+    matmul(w.dense.down.view(), hid.v.data(), n, out.row(r0), pool_);
+  }
 }
 
 void K3Model::set_capture_layers(std::vector<int64_t> layers) {
@@ -52,7 +57,28 @@ void K3Model::set_capture_layers(std::vector<int64_t> layers) {
   captured_ = Rows();
 }
 
-Rows K3Model::forward(K3Session& session, std::span<const uint32_t> tokens, bool all_logits) {
+// One layer's attention over the pass's rows, slice after slice in position
+// order (a slice attends to the slices before it through the layer's cache or
+// recurrent state, exactly as one T-row call would).
+void K3Model::attention_sliced(int64_t layer, K3Session& s, const Rows& x, Rows& out, size_t slice_rows) {
+  const bool kda = c_.layer_kinds[static_cast<size_t>(layer)] == LayerKind::KDA;
+  if (slice_rows == 0 || slice_rows >= x.T) {
+    if (kda) attention_kda(layer, s, x, out);
+    else attention_mla(layer, s, x, out, 0);
+    return;
+  }
+  if (kda && kda_log_) fail("forward: a KDA step log covers one unsliced pass");
+  for (size_t r0 = 0; r0 < x.T; r0 += slice_rows) {
+    const size_t n = std::min(slice_rows, x.T - r0);
+    Rows xs(n, x.n), os(n, out.n);
+    std::copy(x.row(r0), x.row(r0) + n * x.n, xs.v.begin());
+    if (kda) attention_kda(layer, s, xs, os);
+    else attention_mla(layer, s, xs, os, r0);
+    std::copy(os.v.begin(), os.v.end(), out.row(r0));
+  }
+}
+
+Rows K3Model::forward(K3Session& session, std::span<const uint32_t> tokens, bool all_logits, const PassShape& shape) {
   const size_t T = tokens.size(), d = static_cast<size_t>(c_.hidden_size);
   if (T == 0) fail("forward: no tokens");
   const float eps = static_cast<float>(c_.rms_norm_eps);
@@ -92,6 +118,10 @@ Rows K3Model::forward(K3Session& session, std::span<const uint32_t> tokens, bool
   };
 
   for (int64_t i = 0; i < c_.num_hidden_layers; ++i) {
+    if (shape.cancelled && shape.cancelled()) {
+      experts_.end_pass();
+      return Rows();
+    }
     const LayerWeights& lw = w_.layers[static_cast<size_t>(i)];
     if (anchors.empty())
       x_attn = h;
@@ -101,10 +131,7 @@ Rows K3Model::forward(K3Session& session, std::span<const uint32_t> tokens, bool
     if (block_start) anchors.push_back(h);
 
     for (size_t t = 0; t < T; ++t) rmsnorm(x_attn.row(t), lw.input_norm.data(), d, eps, normed.row(t));
-    if (lw.kind == LayerKind::KDA)
-      attention_kda(i, session, normed, a);
-    else
-      attention_mla(i, session, normed, a);
+    attention_sliced(i, session, normed, a, shape.slice_rows);
 
     if (block_start) {
       p = a;
@@ -120,9 +147,9 @@ Rows K3Model::forward(K3Session& session, std::span<const uint32_t> tokens, bool
     }
     for (size_t t = 0; t < T; ++t) rmsnorm(x_mlp.row(t), lw.post_attention_norm.data(), d, eps, normed.row(t));
     if (c_.is_moe_layer(i))
-      moe(i, normed, f);
+      moe(i, normed, f, shape.slice_rows);
     else
-      dense_mlp(lw, normed, f);
+      dense_mlp(lw, normed, f, shape.slice_rows);
     for (size_t j = 0; j < h.v.size(); ++j) h.v[j] = p.v[j] + f.v[j];
     for (size_t k = 0; k < n_capture; ++k) {
       if (capture_layers_[k] != i) continue;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -35,6 +36,20 @@ struct Route {
   std::vector<float> weights;
 };
 
+// How one pass over many rows is cut (engine/prefill.h). The pass is layer
+// major: every row goes through layer i before any goes through layer i+1.
+// Inside a layer, attention and the experts run in slices of `slice_rows`
+// rows (0 = all rows at once), which bounds the per-slice scratch; the
+// experts of a layer are then asked for slice by slice, and a cache that
+// holds the layer's union reads each of them once. `cancelled`, if set, is
+// asked before every layer; when it returns true the pass is abandoned:
+// forward() returns empty Rows and the session is left part-way (the caller
+// restores the snapshot it took before the pass).
+struct PassShape {
+  size_t slice_rows = 0;
+  std::function<bool()> cancelled;
+};
+
 class K3Model {
 public:
   K3Model(const K3Config& config, const K3Weights& weights, ExpertSource& experts, ThreadPool* pool);
@@ -42,7 +57,7 @@ public:
   // Runs tokens at positions session.length() ... and advances the session.
   // Returns logits [T, V] for every position when all_logits, else [1, V]
   // for the last one.
-  Rows forward(K3Session& session, std::span<const uint32_t> tokens, bool all_logits);
+  Rows forward(K3Session& session, std::span<const uint32_t> tokens, bool all_logits, const PassShape& shape = {});
 
   // Route lookahead (nullptr = none): predictions become experts_.prefetch() hints.
   void set_lookahead(RouteLookahead* lookahead) { lookahead_ = lookahead; }
@@ -67,10 +82,14 @@ public:
   const K3Config& config() const { return c_; }
 
 private:
+  // Attention over rows that sit at positions s.length() + offset ...: the
+  // layer's cache or state must already hold every position before them.
   void attention_kda(int64_t layer, K3Session& s, const Rows& x, Rows& out);
-  void attention_mla(int64_t layer, K3Session& s, const Rows& x, Rows& out);
-  void dense_mlp(const LayerWeights& w, const Rows& x, Rows& out);
-  void moe(int64_t layer, const Rows& x, Rows& out);
+  void attention_mla(int64_t layer, K3Session& s, const Rows& x, Rows& out, size_t offset);
+  void attention_sliced(int64_t layer, K3Session& s, const Rows& x, Rows& out, size_t slice_rows);
+  void dense_mlp(const LayerWeights& w, const Rows& x, Rows& out, size_t slice_rows);
+  void moe(int64_t layer, const Rows& x, Rows& out, size_t slice_rows);
+  void moe_rows(int64_t layer, const Rows& x, const Rows& zl, size_t r0, size_t n, Rows& out);
   Route route(const MoeWeights& w, const float* router_logits) const;
   void mix(const std::vector<const float*>& values, const std::vector<float>& s, float* out) const;
 
