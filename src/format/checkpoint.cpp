@@ -23,19 +23,24 @@ std::string shard_file_name(int index_1based, int total) {
 
 namespace {
 
-// Shard files of the directory, checked to be a complete 1..N series.
+// Shard files of the directory, checked to be a complete 1..N series. The
+// total has 6 digits in K3's release (model-00001-of-000096) and 5 in
+// Hugging Face's usual naming (model-00001-of-00002); one checkpoint uses one.
 std::vector<std::string> find_shard_files(const std::string& dir) {
-  static const std::regex pattern(R"(model-(\d{5})-of-(\d{6})\.safetensors)");
+  static const std::regex pattern(R"(model-(\d{5})-of-(\d{5,6})\.safetensors)");
   std::map<int, std::string> by_index;
   int total = -1;
+  size_t width = 0;
   for (const auto& entry : fs::directory_iterator(dir)) {
     std::string name = entry.path().filename().string();
     std::smatch m;
     if (!std::regex_match(name, m, pattern)) continue;
     int idx = std::stoi(m[1]), tot = std::stoi(m[2]);
-    if (total >= 0 && tot != total)
-      fail(dir, ": shard files disagree on the total: ", name, " says ", tot, ", others say ", total);
+    if (total >= 0 && (tot != total || static_cast<size_t>(m[2].length()) != width))
+      fail(dir, ": shard files disagree on the total: ", name, " says ", m[2].str(), ", others say ",
+           std::string(width - std::min(width, std::to_string(total).size()), '0') + std::to_string(total));
     total = tot;
+    width = static_cast<size_t>(m[2].length());
     if (idx < 1 || idx > tot) fail(dir, "/", name, ": shard index ", idx, " outside 1..", tot);
     by_index[idx] = name;
   }
@@ -49,7 +54,11 @@ std::vector<std::string> find_shard_files(const std::string& dir) {
   }
   for (int i = 1; i <= total; ++i) {
     auto it = by_index.find(i);
-    if (it == by_index.end()) fail(dir, ": shard ", shard_file_name(i, total), " is missing");
+    if (it == by_index.end()) {
+      char name[64];
+      std::snprintf(name, sizeof name, "model-%05d-of-%0*d.safetensors", i, static_cast<int>(width), total);
+      fail(dir, ": shard ", name, " is missing");
+    }
     files.push_back(it->second);
   }
   return files;

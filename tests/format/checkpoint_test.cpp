@@ -166,6 +166,30 @@ TEST(Checkpoint, ShardIndexOutsideSeries) {
   EXPECT_FAILS_WITH(Checkpoint::open(dir.path()), "model-00003-of-000002.safetensors", "shard index 3 outside 1..2");
 }
 
+TEST(Checkpoint, HuggingFaceFiveDigitTotals) {
+  // The usual Hugging Face names (model-00001-of-00002) open like K3's, with
+  // or without an index; a gap is named in the same width; one checkpoint may
+  // not mix the two widths.
+  TempDir dir;
+  shard(dir.file("model-00001-of-00002.safetensors"), {{"a", DType::F32, {2}}});
+  shard(dir.file("model-00002-of-00002.safetensors"), {{"c", DType::U8, {5}}});
+  Checkpoint c = Checkpoint::open(dir.path());
+  ASSERT_EQ(c.shards().size(), 2u);
+  EXPECT_EQ(file_name(c.find("c")), "model-00002-of-00002.safetensors");
+  index_file(dir, {{"a", "model-00001-of-00002.safetensors"}, {"c", "model-00002-of-00002.safetensors"}});
+  EXPECT_EQ(Checkpoint::open(dir.path()).tensor_count(), 2u);
+
+  TempDir gap;
+  shard(gap.file("model-00001-of-00003.safetensors"), {{"a", DType::U8, {1}}});
+  shard(gap.file("model-00003-of-00003.safetensors"), {{"c", DType::U8, {1}}});
+  EXPECT_FAILS_WITH(Checkpoint::open(gap.path()), "shard model-00002-of-00003.safetensors is missing");
+
+  TempDir mixed;
+  shard(mixed.file("model-00001-of-00002.safetensors"), {{"a", DType::U8, {1}}});
+  shard(mixed.file("model-00002-of-000002.safetensors"), {{"b", DType::U8, {1}}});
+  EXPECT_FAILS_WITH(Checkpoint::open(mixed.path()), mixed.path(), "shard files disagree on the total");
+}
+
 TEST(Checkpoint, ShardsDisagreeOnTotal) {
   TempDir dir;
   shard(dir.file("model-00001-of-000002.safetensors"), {{"a", DType::U8, {1}}});

@@ -65,8 +65,6 @@ std::vector<float> load_vector(const Checkpoint& ck, const std::string& name, ui
   return out;
 }
 
-bool has_index(const std::string& dir) { return fs::exists(fs::path(dir) / "model.safetensors.index.json"); }
-
 }  // namespace
 
 std::vector<TensorSpec> qwen3_tensor_specs(const Qwen3Config& c) {
@@ -94,16 +92,6 @@ std::vector<TensorSpec> qwen3_tensor_specs(const Qwen3Config& c) {
 
 Checkpoint open_qwen3_checkpoint(const std::string& dir) {
   if (!fs::is_directory(dir)) fail(dir, ": not a directory");
-  // With an index the shard list is the index's: Checkpoint::open only
-  // recognises deltafin's 6-digit-total shard names, while Hugging Face
-  // writes model-00001-of-00002.safetensors. The index is still checked
-  // against the shard headers (Checkpoint::assemble).
-  if (has_index(dir)) {
-    auto local = [&](const std::string& name) -> std::unique_ptr<ByteSource> {
-      return std::make_unique<LocalFileSource>((fs::path(dir) / name).string());
-    };
-    return Checkpoint::open_remote(dir, local);
-  }
   return Checkpoint::open(dir);
 }
 

@@ -46,8 +46,8 @@ struct Qwen3Weights {
 std::vector<TensorSpec> qwen3_tensor_specs(const Qwen3Config& config);
 
 // Opens a Hugging Face checkpoint directory: model.safetensors, or shards
-// listed by model.safetensors.index.json (any shard file names, e.g. the
-// usual model-00001-of-00002.safetensors), or index-less deltafin-named shards.
+// model-00001-of-00002.safetensors ... with or without
+// model.safetensors.index.json (format/checkpoint.h).
 Checkpoint open_qwen3_checkpoint(const std::string& dir);
 
 Qwen3Weights load_qwen3_weights(const Qwen3Config& config, const Checkpoint& checkpoint);
