@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# What the drive benchmarks (bench/prefill/run.sh, bench/streaming/run.sh)
+# What the drive benchmarks (bench/prefill/*.sh, bench/streaming/run.sh, ...)
 # share: paths, prerequisites, the throttled drives, fio on them and a fresh
 # store over them. Sourced after `set -euo pipefail`; needs root
 # (../shared/bench: loop drives, blkio throttle, memory cgroup) and fio.
@@ -55,4 +55,24 @@ bench_fresh_store() {
   local d
   for d in "${drives[@]}"; do rm -rf "$d/deltafin-experts"; done
   rm -rf "$1"
+}
+
+# bench_prefill_store N MBPS MEM OUT: what every prefill benchmark starts
+# with: the prerequisites, N drives of MBPS, fio on them (OUT/fio.json) and a
+# fresh store of the bench checkpoint over them at $WORK/prefill-store
+# (OUT/setup.log). The drives are taken down on exit (an EXIT trap).
+bench_prefill_store() {
+  local n=$1 rate=$2 mem=$3 out=$4
+  bench_prerequisites
+  trap '"$RIG/drives-down.sh" >/dev/null 2>&1 || true' EXIT
+  bench_drives_up "$n" "$rate"
+  bench_fio "$mem" "$out/fio.json" /dev/null
+  bench_fresh_store "$WORK/prefill-store"
+  "$DF" setup --from "$CKPT" --store "$WORK/prefill-store" --drives "$dlist" --drive-mbps "$mbps" --quiet \
+      >"$out/setup.log" 2>&1
+}
+
+# bench_prompt_ids P: the prefill benchmarks' fixed prompt, P token ids.
+bench_prompt_ids() {
+  python3 -c "import sys; n=int(sys.argv[1]); print(','.join(str(300 + (i * 37) % 700) for i in range(n)))" "$1"
 }

@@ -21,14 +21,9 @@ LOOKAHEAD=${LOOKAHEAD:-auto}
 OUT=$ROOT/bench/results/$(date +%Y-%m-%d)-prefill-ab-$P
 mkdir -p "$OUT" "$WORK"
 
-bench_prerequisites
-trap '"$RIG/drives-down.sh" >/dev/null 2>&1 || true' EXIT
-bench_drives_up "$N" "$MBPS"
-bench_fio "$MEM" "$OUT/fio.json" /dev/null
-bench_fresh_store "$WORK/prefill-store"
-"$DF" setup --from "$CKPT" --store "$WORK/prefill-store" --drives "$dlist" --drive-mbps "$mbps" --quiet >"$OUT/setup.log" 2>&1
+bench_prefill_store "$N" "$MBPS" "$MEM" "$OUT"
 
-prompt=$(python3 -c "import sys; n=int(sys.argv[1]); print(','.join(str(300 + (i * 37) % 700) for i in range(n)))" "$P")
+prompt=$(bench_prompt_ids "$P")
 for ((r = 1; r <= REPS; r++)); do
   # Streamed, memory-capped; the store's heat is reset so every repetition starts alike.
   rm -f "$WORK/prefill-store/heat.json"

@@ -16,7 +16,7 @@ THREADS=${THREADS:-2}
 OUT=$ROOT/bench/results/$(date +%Y-%m-%d)-prefill-chunk-sweep-$P
 mkdir -p "$OUT" "$WORK"
 [ -f "$CKPT/config.json" ] || "$DF" make-model --preset bench --out "$CKPT"
-prompt=$(python3 -c "import sys; n=int(sys.argv[1]); print(','.join(str(300 + (i * 37) % 700) for i in range(n)))" "$P")
+prompt=$(bench_prompt_ids "$P")
 for ((r = 1; r <= REPS; r++)); do
   for c in $CHUNKS; do
     "$DF" run --model "$CKPT" --prompt-ids "$prompt" --max-new 1 --threads "$THREADS" --prefill-chunk "$c" \

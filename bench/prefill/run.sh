@@ -30,16 +30,8 @@ GROUP=${GROUP:-0}
 OUT=$ROOT/bench/results/$(date +%Y-%m-%d)-prefill${SUFFIX:-}
 mkdir -p "$OUT" "$WORK"
 
-bench_prerequisites
-trap '"$RIG/drives-down.sh" >/dev/null 2>&1 || true' EXIT
+bench_prefill_store "$N" "$MBPS" "$MEM" "$OUT"
 
-bench_drives_up "$N" "$MBPS"
-bench_fio "$MEM" "$OUT/fio.json" /dev/null
-
-bench_fresh_store "$WORK/prefill-store"
-"$DF" setup --from "$CKPT" --store "$WORK/prefill-store" --drives "$dlist" --drive-mbps "$mbps" --quiet >"$OUT/setup.log" 2>&1
-
-ids() { python3 -c "import sys; n=int(sys.argv[1]); print(','.join(str(300 + (i * 37) % 700) for i in range(n)))" "$1"; }
 stream() {  # name, ids, extra options...
   local name=$1 prompt=$2; shift 2
   "$RIG/in-cgroup.sh" --mem "$MEM" --stats "$OUT/cgroup-$name.txt" -- "$DF" run --store "$WORK/prefill-store" \
@@ -47,11 +39,11 @@ stream() {  # name, ids, extra options...
       --stats-json "$OUT/$name.json" "$@" >"$OUT/$name.log" 2>&1
 }
 for P in $LENGTHS; do
-  prompt=$(ids "$P")
+  prompt=$(bench_prompt_ids "$P")
   stream "expert-major-$P" "$prompt" --prefill-chunk "$CHUNK" --prefill-group "$GROUP"
   tbt=$P
   ((P > TBT_PREFIX)) && tbt=$TBT_PREFIX
-  stream "token-by-token-$P" "$(ids "$tbt")" --prefill-chunk 1 --prefill-group 1
+  stream "token-by-token-$P" "$(bench_prompt_ids "$tbt")" --prefill-chunk 1 --prefill-group 1
   # Compute bound: every expert resident (no cap: the bench bank is 5.6 GB).
   "$DF" run --model "$CKPT" --prompt-ids "$prompt" --max-new 1 --stats --threads "$THREADS" --prefill-chunk "$CHUNK" \
       >"$OUT/resident-$P.log" 2>&1

@@ -27,14 +27,8 @@ LOOKAHEAD=${LOOKAHEAD:-auto}
 OUT=$ROOT/bench/results/$(date +%Y-%m-%d)-prefill-slices
 mkdir -p "$OUT" "$WORK"
 
-bench_prerequisites
-trap '"$RIG/drives-down.sh" >/dev/null 2>&1 || true' EXIT
-bench_drives_up "$N" "$MBPS"
-bench_fio "$MEM" "$OUT/fio.json" /dev/null
-bench_fresh_store "$WORK/prefill-store"
-"$DF" setup --from "$CKPT" --store "$WORK/prefill-store" --drives "$dlist" --drive-mbps "$mbps" --quiet >"$OUT/setup.log" 2>&1
+bench_prefill_store "$N" "$MBPS" "$MEM" "$OUT"
 
-ids() { python3 -c "import sys; n=int(sys.argv[1]); print(','.join(str(300 + (i * 37) % 700) for i in range(n)))" "$1"; }
 arm() {  # name, prompt ids, extra options...
   local name=$1 prompt=$2; shift 2
   rm -f "$WORK/prefill-store/heat.json"  # every arm starts alike
@@ -44,7 +38,7 @@ arm() {  # name, prompt ids, extra options...
 }
 for ((r = 1; r <= REPS; r++)); do
   for P in $LENGTHS; do
-    prompt=$(ids "$P")
+    prompt=$(bench_prompt_ids "$P")
     arm "layer-major-$P-$r" "$prompt" --prefill-chunk "$CHUNK"
     arm "chunk-major-$P-$r" "$prompt" --prefill-chunk "$CHUNK" --prefill-group "$CHUNK"
     arm "one-slice-$P-$r" "$prompt" --prefill-chunk 0
