@@ -44,6 +44,15 @@ struct GenerateStats {
   StopReason reason = StopReason::MaxNew;
 };
 
+// The rules shared by every generation loop (plain here, speculative in
+// spec/), so they cannot drift apart. generation_limit: the context limit in
+// effect; it fails, naming the sizes, when the prompt is empty or does not fit.
+int64_t generation_limit(const K3Config& config, const GenerateParams& p, int64_t session_length, size_t prompt_tokens);
+// Checked after each emitted token; `length` is the session length plain
+// decoding has at that point. Sets st.reason when it says stop.
+bool stop_after_token(const GenerateParams& p, uint32_t token, int64_t new_tokens, int64_t length, int64_t limit,
+                      GenerateStats& st);
+
 // on_token(id) is called for every generated token as soon as it exists.
 GenerateStats generate(K3Model& model, K3Session& session, const std::vector<uint32_t>& prompt,
                        const GenerateParams& params, const std::function<void(uint32_t)>& on_token);

@@ -18,28 +18,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// The stop rules of generate(), checked after each emitted token; `length` is
-// the session length plain decoding would have at that point.
-bool should_stop(const GenerateParams& p, uint32_t token, int64_t new_tokens, int64_t length, int64_t limit,
-                 GenerateStats& st) {
-  if (token == p.eos && !p.ignore_eos) return st.reason = StopReason::Eos, true;
-  if (new_tokens >= p.max_new) return st.reason = StopReason::MaxNew, true;
-  if (length >= limit) return st.reason = StopReason::ContextFull, true;
-  if (p.stop && p.stop->load()) return st.reason = StopReason::Interrupted, true;
-  return false;
-}
-
 }  // namespace
 
 GenerateStats generate_speculative(K3Model& model, K3Session& session, const std::vector<uint32_t>& prompt,
                                    const GenerateParams& p, const SpecParams& spec, SpecStats* stats_out,
                                    const std::function<void(uint32_t)>& on_token,
                                    const std::function<void(const float*, size_t)>& on_logits) {
-  const K3Config& c = model.config();
-  const int64_t limit = p.context_limit > 0 ? p.context_limit : c.max_position_embeddings;
-  if (prompt.empty()) fail("generate: the prompt has no tokens");
-  if (session.length() + static_cast<int64_t>(prompt.size()) > limit)
-    fail("generate: the prompt (", prompt.size(), " tokens) does not fit the context of ", limit, " tokens");
+  // The same prompt checks and stop rules as generate() (engine/generate.h).
+  const int64_t limit = generation_limit(model.config(), p, session.length(), prompt.size());
   GenerateStats st;
   SpecStats local;
   SpecStats& ss = stats_out ? *stats_out : local;
@@ -65,7 +51,7 @@ GenerateStats generate_speculative(K3Model& model, K3Session& session, const std
   if (on_logits) on_logits(logits.row(0), logits.n);
   on_token(next);
   history.push_back(next);
-  if (should_stop(p, next, ++st.new_tokens, session.length(), limit, st)) return st;
+  if (stop_after_token(p, next, ++st.new_tokens, session.length(), limit, st)) return st;
 
   SpeculativeStepper stepper(model, drafter, spec.max_draft, spec.fixed_k, &ss);
   if (!p.ignore_eos) stepper.set_draft_stop(p.eos);
@@ -87,7 +73,7 @@ GenerateStats generate_speculative(K3Model& model, K3Session& session, const std
       ++handled;
       on_token(token);
       history.push_back(token);
-      stopped = should_stop(p, token, ++st.new_tokens, base + static_cast<int64_t>(handled), limit, st);
+      stopped = stop_after_token(p, token, ++st.new_tokens, base + static_cast<int64_t>(handled), limit, st);
     }
     stepper.commit(session, handled);
     const double ms = since(ts) * 1e3;
