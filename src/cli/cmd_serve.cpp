@@ -113,7 +113,7 @@ Command add_serve(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--context", a->context, "Most positions per request, prompt and output together (default: the model's)")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--prefill-chunk", a->prefill_chunk, "Prompt rows per prefill slice of a layer (0 = whole pass)")
+  sub->add_option("--prefill-chunk", a->prefill_chunk, "Prompt rows per prefill slice of a layer")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   sub->add_option("--draft", a->draft,

@@ -34,6 +34,11 @@ bool stop_after_token(const GenerateParams& p, uint32_t token, int64_t new_token
   return false;
 }
 
+std::function<bool()> stop_requested(const std::atomic<bool>* stop) {
+  if (!stop) return {};
+  return [stop] { return stop->load(); };
+}
+
 GenerateStats generate(K3Model& model, K3Session& session, const std::vector<uint32_t>& prompt,
                        const GenerateParams& p, const std::function<void(uint32_t)>& on_token) {
   using clock = std::chrono::steady_clock;
@@ -43,9 +48,7 @@ GenerateStats generate(K3Model& model, K3Session& session, const std::vector<uin
   if (p.max_new <= 0) return st;
 
   auto t0 = clock::now();
-  const std::atomic<bool>* stop = p.stop;
-  Rows logits = prefill(model, session, prompt, p.prefill_chunk, p.observer, [stop] { return stop && stop->load(); }, {},
-                        p.prefill_group);
+  Rows logits = prefill(model, session, prompt, p.prefill_chunk, p.observer, stop_requested(p.stop), {}, p.prefill_group);
   st.prefill_seconds = std::chrono::duration<double>(clock::now() - t0).count();
   if (logits.T == 0) return st.reason = StopReason::Interrupted, st;
   const size_t V = logits.n;

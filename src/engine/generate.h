@@ -53,6 +53,10 @@ int64_t generation_limit(const K3Config& config, const GenerateParams& p, int64_
 bool stop_after_token(const GenerateParams& p, uint32_t token, int64_t new_tokens, int64_t length, int64_t limit,
                       GenerateStats& st);
 
+// prefill()'s `cancelled` for a stop flag: empty when there is no flag, so
+// prefill takes no rollback snapshot it can never need.
+std::function<bool()> stop_requested(const std::atomic<bool>* stop);
+
 // on_token(id) is called for every generated token as soon as it exists.
 GenerateStats generate(K3Model& model, K3Session& session, const std::vector<uint32_t>& prompt,
                        const GenerateParams& params, const std::function<void(uint32_t)>& on_token);

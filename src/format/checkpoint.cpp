@@ -15,9 +15,9 @@ namespace deltafin {
 
 namespace fs = std::filesystem;
 
-std::string shard_file_name(int index_1based, int total) {
+std::string shard_file_name(int index_1based, int total, int total_digits) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "model-%05d-of-%06d.safetensors", index_1based, total);
+  std::snprintf(buf, sizeof buf, "model-%05d-of-%0*d.safetensors", index_1based, total_digits, total);
   return buf;
 }
 
@@ -30,17 +30,16 @@ std::vector<std::string> find_shard_files(const std::string& dir) {
   static const std::regex pattern(R"(model-(\d{5})-of-(\d{5,6})\.safetensors)");
   std::map<int, std::string> by_index;
   int total = -1;
-  size_t width = 0;
+  std::string total_text;  // as written, so 00002 and 000002 differ
   for (const auto& entry : fs::directory_iterator(dir)) {
     std::string name = entry.path().filename().string();
     std::smatch m;
     if (!std::regex_match(name, m, pattern)) continue;
     int idx = std::stoi(m[1]), tot = std::stoi(m[2]);
-    if (total >= 0 && (tot != total || static_cast<size_t>(m[2].length()) != width))
-      fail(dir, ": shard files disagree on the total: ", name, " says ", m[2].str(), ", others say ",
-           std::string(width - std::min(width, std::to_string(total).size()), '0') + std::to_string(total));
+    if (total >= 0 && m[2].str() != total_text)
+      fail(dir, ": shard files disagree on the total: ", name, " says ", m[2].str(), ", others say ", total_text);
     total = tot;
-    width = static_cast<size_t>(m[2].length());
+    total_text = m[2].str();
     if (idx < 1 || idx > tot) fail(dir, "/", name, ": shard index ", idx, " outside 1..", tot);
     by_index[idx] = name;
   }
@@ -54,11 +53,8 @@ std::vector<std::string> find_shard_files(const std::string& dir) {
   }
   for (int i = 1; i <= total; ++i) {
     auto it = by_index.find(i);
-    if (it == by_index.end()) {
-      char name[64];
-      std::snprintf(name, sizeof name, "model-%05d-of-%0*d.safetensors", i, static_cast<int>(width), total);
-      fail(dir, ": shard ", name, " is missing");
-    }
+    if (it == by_index.end())
+      fail(dir, ": shard ", shard_file_name(i, total, static_cast<int>(total_text.size())), " is missing");
     files.push_back(it->second);
   }
   return files;

@@ -44,7 +44,8 @@ private:
   std::unordered_map<std::string, TensorRef> by_name_;
 };
 
-// "model-00001-of-000096.safetensors": 5-digit index, 6-digit total.
-std::string shard_file_name(int index_1based, int total);
+// "model-00001-of-000096.safetensors": 5-digit index, 6-digit total (K3's
+// release); total_digits 5 gives Hugging Face's usual model-00001-of-00002.
+std::string shard_file_name(int index_1based, int total, int total_digits = 6);
 
 }  // namespace deltafin

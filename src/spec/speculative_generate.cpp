@@ -39,9 +39,8 @@ GenerateStats generate_speculative(K3Model& model, K3Session& session, const std
   };
 
   const auto t0 = Clock::now();
-  const std::atomic<bool>* stop = p.stop;
-  Rows logits = prefill(model, session, prompt, p.prefill_chunk, p.observer, [stop] { return stop && stop->load(); },
-                        tell_drafter, p.prefill_group);
+  Rows logits =
+      prefill(model, session, prompt, p.prefill_chunk, p.observer, stop_requested(p.stop), tell_drafter, p.prefill_group);
   st.prefill_seconds = since(t0);
   if (logits.T == 0) return st.reason = StopReason::Interrupted, st;
 

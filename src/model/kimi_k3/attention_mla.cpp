@@ -31,7 +31,8 @@ void K3Model::attention_mla(int64_t layer, K3Session& s, const Rows& x, Rows& ou
 
   // Append the T new positions: k = [k_nope ‖ k_r] per head (k_r shared), v.
   const size_t base = static_cast<size_t>(s.length()) + offset;
-  if (cache.keys.size() != base * H * dk) fail("attention_mla: layer ", layer, " cache holds ", cache.keys.size() / (H * dk), " positions, expected ", base);
+  if (cache.keys.size() != base * H * dk)
+    fail("attention_mla: layer ", layer, " cache holds ", cache.keys.size() / (H * dk), " positions, expected ", base);
   cache.keys.resize((base + T) * H * dk);
   cache.values.resize((base + T) * H * dv);
   for (size_t t = 0; t < T; ++t) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "format/checkpoint.h"
 #include "format/checkpoint_dir.h"
 #include "format/safetensors_writer.h"
 #include "model/qwen3/qwen3_weights.h"
@@ -124,13 +125,6 @@ void write_tensor(SafetensorsWriter& w, const TensorSpec& t, uint64_t seed, bool
     w.append(buf.data(), m * 2);  // little-endian host, as safetensors
     done += m;
   }
-}
-
-// Hugging Face's shard name: model-00001-of-00002.safetensors.
-std::string hf_shard_name(int index_1based, int total) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "model-%05d-of-%05d.safetensors", index_1based, total);
-  return buf;
 }
 
 // Consecutive runs of tensors, n of them, balanced by bytes.
@@ -288,7 +282,7 @@ Qwen3GenerateResult generate_qwen3_checkpoint(const Qwen3GenerateOptions& o) {
     json weight_map = json::object();
     const std::vector<std::vector<TensorSpec>> shards = plan_shards(tensors, o.shards);
     for (int s = 0; s < o.shards; ++s) {
-      const std::string name = hf_shard_name(s + 1, o.shards);
+      const std::string name = shard_file_name(s + 1, o.shards, 5);  // Hugging Face's usual names
       SafetensorsWriter w((fs::path(o.out_dir) / name).string(), shards[s], {{"format", "pt"}});
       for (const TensorSpec& t : shards[s]) {
         write_tensor(w, t, o.seed, config.tie_word_embeddings);
