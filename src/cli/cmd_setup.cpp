@@ -69,8 +69,8 @@ int run(SetupArgs& a) {
   if (!a.source.empty() || a.stream || a.full) return run_from_mirror(a);
   if (o.from.empty()) fail("--from: the checkpoint directory is required (or --source URL with --stream / --full)");
   SetupReport r = run_setup(o);
-  std::printf("store %s ready: spine %s, %llu expert files written, %llu already there and verified, %s written in %.1f s\n",
-              o.store.c_str(), r.spine_format.c_str(), static_cast<unsigned long long>(r.experts_written),
+  std::printf("store %s ready: spine %s, %s layout, %llu expert files written, %llu already there and verified, %s written in %.1f s\n",
+              o.store.c_str(), r.spine_format.c_str(), r.layout.c_str(), static_cast<unsigned long long>(r.experts_written),
               static_cast<unsigned long long>(r.experts_skipped), human_bytes(static_cast<double>(r.bytes_written)).c_str(),
               r.seconds);
   return 0;
@@ -97,6 +97,11 @@ Command add_setup(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "bf16", "int8", "int8-row"}))
       ->capture_default_str();
   sub->add_option("--replicate-hot", a->o.replicate_hot, "Copy the N hottest experts (by heat.json) to a second drive")
+      ->capture_default_str();
+  sub->add_option("--layout", a->o.layout,
+                  "striped (each expert cut into one stripe per drive: every read uses all drives), whole (one file "
+                  "per expert, needed for --replicate-hot and --stream), or auto (striped over 2+ drives when allowed)")
+      ->check(CLI::IsMember({"auto", "whole", "striped"}))
       ->capture_default_str();
   sub->add_option_function<double>("--ram-gb", [a](const double& v) { a->ram_gb = v; },
                                    "RAM budget in GiB for --spine auto (default: physical RAM)");

@@ -14,8 +14,10 @@ namespace {
 // counts half as much as one now.
 constexpr double kHeatDecayPerPosition = 0.999;
 
-// Cache tickets of fetches carry this bit, so promote/abort reach the fetcher.
+// Cache tickets of fetches carry this bit, so promote/abort reach the fetcher;
+// those of striped reads the next one, so they reach every stripe's read.
 constexpr uint64_t kFetchTicket = 1ull << 63;
+constexpr uint64_t kStripedTicket = 1ull << 62;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -64,13 +66,39 @@ void StreamingExpertSource::submit_fetch(int64_t layer, int64_t expert, int slot
   cache_->set_ticket(slot, fetcher_->submit(std::move(r)) | kFetchTicket);
 }
 
+struct StreamingExpertSource::StripedRead {
+  std::vector<uint64_t> tickets;  // the reader's, one per stripe
+  std::atomic<size_t> left{0};    // stripes not yet done
+  std::mutex mu;
+  bool ok = true;
+  std::string error;  // the first failed stripe's (names layer, expert, drive, path)
+};
+
+namespace {
+template <class Map>
+auto find_striped(std::mutex& mu, Map& map, uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = map.find(ticket & ~kStripedTicket);
+  return it == map.end() ? nullptr : it->second;
+}
+}  // namespace
+
 void StreamingExpertSource::promote(uint64_t ticket) {
-  if (ticket & kFetchTicket) fetcher_->promote(ticket & ~kFetchTicket);
-  else reader_->promote(ticket);
+  if (ticket & kFetchTicket) return fetcher_->promote(ticket & ~kFetchTicket);
+  if (!(ticket & kStripedTicket)) return reader_->promote(ticket);
+  if (auto g = find_striped(striped_mu_, striped_, ticket))
+    for (uint64_t t : g->tickets) reader_->promote(t);
 }
 
+// A striped read is stopped when any of its stripes is: the slot then fails
+// as cancelled once the others are done.
 bool StreamingExpertSource::abort(uint64_t ticket) {
-  return (ticket & kFetchTicket) ? fetcher_->cancel(ticket & ~kFetchTicket) : reader_->abort(ticket);
+  if (ticket & kFetchTicket) return fetcher_->cancel(ticket & ~kFetchTicket);
+  if (!(ticket & kStripedTicket)) return reader_->abort(ticket);
+  bool any = false;
+  if (auto g = find_striped(striped_mu_, striped_, ticket))
+    for (uint64_t t : g->tickets) any = reader_->abort(t) || any;
+  return any;
 }
 
 void StreamingExpertSource::submit(int64_t layer, int64_t expert, int slot, ReadPriority priority) {
@@ -90,7 +118,66 @@ void StreamingExpertSource::submit(int64_t layer, int64_t expert, int slot, Read
   }
 }
 
+void StreamingExpertSource::submit_striped(int64_t layer, int64_t expert, int slot, ReadPriority priority) {
+  const ExpertEntry& e = m_.entry(layer, expert);
+  auto g = std::make_shared<StripedRead>();
+  const size_t n = m_.drives.size();
+  g->left = n;
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(striped_mu_);
+    id = next_striped_++;
+    striped_[id] = g;
+  }
+  // One stripe is done: the last one finishes the slot.
+  auto stripe_done = [this, g, id, slot](bool ok, const std::string& error) {
+    {
+      std::lock_guard<std::mutex> lock(g->mu);
+      if (!ok) g->ok = false;
+      if (!ok && g->error.empty()) g->error = error;
+    }
+    if (g->left.fetch_sub(1) != 1) return;
+    {
+      std::lock_guard<std::mutex> lock(striped_mu_);
+      striped_.erase(id);
+    }
+    cache_->finish_load(slot, g->ok, g->error);
+  };
+  for (size_t d = 0; d < n; ++d) {
+    ReadRequest r;
+    r.layer = layer;
+    r.expert = expert;
+    r.priority = priority;
+    r.drives = {static_cast<int>(d)};
+    r.paths = {m_.stripe_path(static_cast<int>(d), layer, expert)};
+    r.bytes = m_.stripe_bytes(static_cast<int>(d));
+    r.dest = cache_->data(slot) + m_.stripe_offsets[d];
+    r.crc32c = e.stripe_crc32c.at(d);
+    r.on_done = [this, stripe_done, bytes = r.bytes](const ReadResult& res) {
+      if (res.ok) bytes_read_.fetch_add(bytes);
+      stripe_done(res.ok, res.error);
+    };
+    try {
+      g->tickets.push_back(reader_->submit(std::move(r)));
+    } catch (...) {
+      // Nothing queued yet: the caller gives the slot back. Otherwise the
+      // stripes not queued count as failed, and the last read to land
+      // finishes the slot.
+      if (d == 0) {
+        std::lock_guard<std::mutex> lock(striped_mu_);
+        striped_.erase(id);
+        throw;
+      }
+      const std::string why = cat("layer ", layer, " expert ", expert, ": stripe ", d, " could not be queued");
+      for (size_t k = d; k < n; ++k) stripe_done(false, why);
+      break;
+    }
+  }
+  cache_->set_ticket(slot, id | kStripedTicket);
+}
+
 void StreamingExpertSource::submit_read(int64_t layer, int64_t expert, int slot, ReadPriority priority, bool held) {
+  if (m_.striped()) return submit_striped(layer, expert, slot, priority);
   const ExpertEntry& e = m_.entry(layer, expert);
   ReadRequest r;
   r.layer = layer;

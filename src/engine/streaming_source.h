@@ -7,8 +7,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cache/expert_cache.h"
@@ -76,6 +78,7 @@ private:
   void submit(int64_t layer, int64_t expert, int slot, ReadPriority priority);
   void submit_fetch(int64_t layer, int64_t expert, int slot, ReadPriority priority);
   void submit_read(int64_t layer, int64_t expert, int slot, ReadPriority priority, bool held);
+  void submit_striped(int64_t layer, int64_t expert, int slot, ReadPriority priority);
   void promote(uint64_t ticket);
   bool abort(uint64_t ticket);
   void cancel_stale(int64_t layer, std::span<const int64_t> needed);
@@ -86,6 +89,14 @@ private:
   const StoreManifest& m_;
   HeatHistogram* heat_;
   Monitor* monitor_;
+  // A striped expert is read as one request per drive (its stripes, each
+  // straight into its place in the cache slot); the slot holds one ticket
+  // for the group, found here by promote() and abort(). Declared before the
+  // reader, whose callbacks erase from it while the reader shuts down.
+  struct StripedRead;
+  std::mutex striped_mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<StripedRead>> striped_;
+  uint64_t next_striped_ = 1;
   // Destroyed in reverse order: the reader first (its callbacks release
   // fetcher holds and finish cache loads), then the fetcher (its callbacks
   // finish cache loads), then the cache whose buffers they all write into.

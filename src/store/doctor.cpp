@@ -74,7 +74,8 @@ DoctorReport run_doctor(const std::string& store_dir, bool full, bool progress, 
   uint64_t hash_total = 0;
   if (full) {
     for (const SpineFileEntry& s : m.spine_files) hash_total += s.bytes;
-    for (const ExpertEntry& e : m.entries) hash_total += e.hash_known ? e.drives.size() * m.expert_bytes : 0;
+    for (const ExpertEntry& e : m.entries)
+      hash_total += !e.hash_known || e.drives.empty() ? 0 : m.striped() ? m.expert_bytes : e.drives.size() * m.expert_bytes;
   }
   Progress bar("doctor", hash_total, progress && full);
   std::mutex bar_mutex;
@@ -127,10 +128,18 @@ DoctorReport run_doctor(const std::string& store_dir, bool full, bool progress, 
     uint16_t drive;
   };
   std::vector<Job> jobs;
+  // A striped expert is one job (its SHA-256 covers all its stripes), checked
+  // only when every drive is there.
+  const bool all_drives = std::find(drive_ok.begin(), drive_ok.end(), false) == drive_ok.end();
   for (int64_t l = 0; l < m.layers; ++l)
     for (int64_t e = 0; e < m.experts; ++e)
-      for (uint16_t d : m.entries[static_cast<size_t>(l * m.experts + e)].drives)
+      for (uint16_t d : m.entries[static_cast<size_t>(l * m.experts + e)].drives) {
+        if (m.striped()) {
+          if (all_drives) jobs.push_back({l, e, 0});
+          break;
+        }
         if (drive_ok[d]) jobs.push_back({l, e, d});
+      }
   // A streamed store: experts not fetched yet are simply absent; fetched ones
   // are checked against the hash recorded at their first fetch.
   std::unique_ptr<HashJournal> journal;
@@ -151,11 +160,47 @@ DoctorReport run_doctor(const std::string& store_dir, bool full, bool progress, 
     }
     jobs.swap(kept);
   }
+  // Every stripe's size, and with --full the record's SHA-256 over the
+  // stripes in order and each stripe's CRC-32C. "" when all is right.
+  auto check_striped = [&](int64_t l, int64_t x) -> std::string {
+    const ExpertEntry& e = m.entry(l, x);
+    std::vector<std::string> paths;
+    std::string problems;
+    for (size_t d = 0; d < m.drives.size(); ++d) {
+      paths.push_back(m.stripe_path(static_cast<int>(d), l, x));
+      if (std::string p = size_problem(paths.back(), m.stripe_bytes(static_cast<int>(d))); !p.empty())
+        problems += cat(problems.empty() ? "" : "; ", "layer ", l, ", expert ", x, ", drive ", d, ": ", paths.back(), ": stripe ", p);
+    }
+    if (!problems.empty() || !full) return problems;
+    const std::string where = cat("layer ", l, ", expert ", x, " (striped over ", m.drives.size(), " drives): ");
+    try {
+      std::vector<uint32_t> crcs;
+      const Sha256Digest got = hash_files(paths, true, &crcs);
+      hashed_more(m.expert_bytes);
+      if (got != e.sha256) {
+        // Which stripe is wrong: the one whose CRC-32C differs, when the recorded ones are right.
+        std::string which;
+        for (size_t d = 0; d < crcs.size(); ++d)
+          if (crcs[d] != e.stripe_crc32c[d]) which += cat(which.empty() ? "" : ", ", "drive ", d, " (", paths[d], ")");
+        return where + "SHA-256 of the stripes differs from store.json (the bytes are not the released expert)" +
+               (which.empty() ? std::string() : "; stripe CRC-32C differs on " + which);
+      }
+      for (size_t d = 0; d < crcs.size(); ++d)
+        if (crcs[d] != e.stripe_crc32c[d]) return where + cat("recorded CRC-32C of stripe ", d, " is wrong (the SHA-256 is right)");
+    } catch (const Error& err) {
+      return where + err.what();
+    }
+    return "";
+  };
   std::vector<std::string> found(jobs.size());  // per job, so the report order is fixed
   ThreadPool pool(full ? std::max(1, threads) : 1);
   pool.parallel_for(jobs.size(), [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) {
       const Job& j = jobs[i];
+      if (m.striped()) {
+        found[i] = check_striped(j.layer, j.expert);
+        continue;
+      }
       const ExpertEntry& e = m.entry(j.layer, j.expert);
       const std::string path = m.expert_path(j.drive, j.layer, j.expert);
       const std::string where = cat("layer ", j.layer, ", expert ", j.expert, ", drive ", j.drive, ": ", path, ": ");
@@ -189,7 +234,7 @@ DoctorReport run_doctor(const std::string& store_dir, bool full, bool progress, 
       hashed_more(m.expert_bytes);
     }
   });
-  r.files_checked += jobs.size();
+  r.files_checked += jobs.size() * (m.striped() ? m.drives.size() : 1);
   for (std::string& p : found)
     if (!p.empty()) r.problems.push_back(std::move(p));
   if (full) bar.finish();

@@ -140,4 +140,40 @@ std::vector<std::vector<uint16_t>> place_experts(const PlacementInput& in) {
   return out;
 }
 
+std::vector<uint64_t> stripe_offsets_for(uint64_t record_bytes, const std::vector<double>& drive_bytes_per_s) {
+  const size_t D = drive_bytes_per_s.size();
+  if (D == 0) fail("stripes: no drives");
+  for (size_t d = 0; d < D; ++d)
+    if (!(drive_bytes_per_s[d] > 0) || !std::isfinite(drive_bytes_per_s[d]))
+      fail("stripes: drive ", d, " bandwidth ", drive_bytes_per_s[d], " must be finite and > 0");
+  constexpr uint64_t kPage = 4096;
+  const uint64_t pages = (record_bytes + kPage - 1) / kPage;
+  if (pages < D)
+    fail("stripes: a ", record_bytes, "-byte expert record has ", pages, " pages of 4096 bytes, fewer than the ", D,
+         " drives to stripe it over");
+  const std::vector<double> w = placement_weights(drive_bytes_per_s);
+  const double sum = std::accumulate(w.begin(), w.end(), 0.0);
+  // Largest remainder: floor shares first, then one more page to the drives
+  // with the largest fractions (ties to the lower drive index).
+  std::vector<uint64_t> share(D);
+  std::vector<std::pair<double, size_t>> rest;
+  uint64_t given = 0;
+  for (size_t d = 0; d < D; ++d) {
+    const double exact = static_cast<double>(pages) * w[d] / sum;
+    share[d] = static_cast<uint64_t>(std::floor(exact + kTie));
+    given += share[d];
+    rest.push_back({exact - static_cast<double>(share[d]), d});
+  }
+  std::stable_sort(rest.begin(), rest.end(), [](const auto& a, const auto& b) { return a.first > b.first + kTie; });
+  for (size_t i = 0; given < pages; ++i, ++given) ++share[rest[i % D].second];
+  std::vector<uint64_t> off{0};
+  for (size_t d = 0; d < D; ++d) {
+    if (share[d] == 0)
+      fail("stripes: drive ", d, " would hold no page of a ", record_bytes, "-byte record (its bandwidth share is ",
+           w[d] / sum, ")");
+    off.push_back(std::min(record_bytes, off.back() + share[d] * kPage));
+  }
+  return off;
+}
+
 }  // namespace deltafin

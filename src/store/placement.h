@@ -37,4 +37,13 @@ std::vector<std::vector<uint16_t>> place_experts(const PlacementInput& in);
 // a group gets the group's mean.
 std::vector<double> placement_weights(const std::vector<double>& drive_bytes_per_s);
 
+// Striped layout: the byte offsets (drives + 1 of them, 0 .. record_bytes)
+// that cut every record into one stripe per drive, each stripe's share of the
+// record in proportion to placement_weights, stripe boundaries on 4096-byte
+// pages (direct I/O reads each stripe straight into its place in the cache
+// slot). Shares are rounded by largest remainder, so equal drives get pages
+// that differ by at most one. Fails (naming the sizes) when a drive would get
+// no page at all.
+std::vector<uint64_t> stripe_offsets_for(uint64_t record_bytes, const std::vector<double>& drive_bytes_per_s);
+
 }  // namespace deltafin

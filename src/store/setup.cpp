@@ -164,6 +164,15 @@ SetupReport run_setup(const SetupOptions& o) {
     if (!(v > 0) || !std::isfinite(v)) fail("--drive-mbps: ", v, " (every value must be > 0)");
   if (o.replicate_hot > 0 && drives.size() < 2)
     fail("--replicate-hot ", o.replicate_hot, ": replicas need a second drive, but --drives names one");
+  if (o.layout != "auto" && o.layout != "whole" && o.layout != "striped")
+    fail("--layout: '", o.layout, "' (expected auto, whole or striped)");
+  if (o.layout == "striped" && drives.size() < 2)
+    fail("--layout striped: stripes need two drives or more, but --drives names one");
+  if (o.layout == "striped" && o.replicate_hot > 0)
+    fail("--layout striped with --replicate-hot ", o.replicate_hot,
+         ": a striped expert is already read from every drive at once; replicas are for --layout whole");
+  if (o.layout == "striped" && o.remote)
+    fail("--layout striped with --stream: a streamed store fetches and keeps whole experts; use --layout whole or auto");
 
   const auto t0 = std::chrono::steady_clock::now();
   SetupReport report;
@@ -273,6 +282,36 @@ SetupReport run_setup(const SetupOptions& o) {
   }
   const std::vector<std::vector<uint16_t>> placed = place_experts(pin);
 
+  // Layout (see SetupOptions::layout).
+  constexpr uint64_t kMinAutoStripe = 1u << 20;
+  std::string layout_reason = "requested";
+  bool striped = o.layout == "striped";
+  if (o.layout == "auto") {
+    if (drives.size() < 2) layout_reason = "one drive";
+    else if (streamed) layout_reason = "a streamed store keeps whole experts";
+    else if (o.replicate_hot > 0) layout_reason = "--replicate-hot copies whole experts";
+    else if (record_bytes < kMinAutoStripe * drives.size())
+      layout_reason = cat("expert records of ", record_bytes, " bytes are under 1 MiB per drive");
+    else striped = true, layout_reason = cat("each expert read uses all ", drives.size(), " drives at once");
+  }
+  if (striped) {
+    m.stripe_offsets = stripe_offsets_for(record_bytes, report.drive_bytes_per_s);
+  }
+  report.layout = striped ? "striped" : "whole";
+  report.layout_reason = layout_reason;
+  say(cat("layout: ", report.layout, " — ", layout_reason));
+  // What drive d holds for (l, e): its stripe, or the whole record when placed there.
+  auto drives_of = [&](int64_t l, int64_t e) -> std::vector<uint16_t> {
+    if (!striped) return placed[static_cast<size_t>(l * E + e)];
+    std::vector<uint16_t> all;
+    for (size_t d = 0; d < drives.size(); ++d) all.push_back(static_cast<uint16_t>(d));
+    return all;
+  };
+  auto rel_path = [&](uint16_t d, int64_t l, int64_t e) {
+    return striped ? stripe_relative_path(l, e, d, static_cast<int>(drives.size())) : expert_relative_path(l, e);
+  };
+  auto file_bytes = [&](uint16_t d) { return striped ? m.stripe_offsets[d + 1] - m.stripe_offsets[d] : record_bytes; };
+
   // Free space, before anything is written. Files already there with the right
   // size count as done (the hash check comes later and may still rewrite one;
   // a rename replaces it, so that needs no extra room beyond slack).
@@ -293,9 +332,9 @@ SetupReport run_setup(const SetupOptions& o) {
   for (size_t d = 0; d < drives.size(); ++d) add_need(cat("drive ", drives[d]), drives[d], 0);
   for (int64_t l : pin.moe_layers)
     for (int64_t e = 0; e < E && !streamed; ++e)  // streamed experts come later, within --disk-budget
-      for (uint16_t d : placed[static_cast<size_t>(l * E + e)])
-        if (!has_size(drives[d] + "/" + expert_relative_path(l, e), record_bytes))
-          add_need(cat("drive ", drives[d]), drives[d], record_bytes);
+      for (uint16_t d : drives_of(l, e))
+        if (!has_size(drives[d] + "/" + rel_path(d, l, e), file_bytes(d)))
+          add_need(cat("drive ", drives[d]), drives[d], file_bytes(d));
   for (const auto& [dev, n] : need) {
     const uint64_t free = o.fake_free_bytes ? *o.fake_free_bytes : free_bytes(n.path);
     if (n.bytes > free)
@@ -320,7 +359,7 @@ SetupReport run_setup(const SetupOptions& o) {
     fail(store, "/store.json: cannot remove the old manifest before rewriting the store");
 
   uint64_t total = plan.file_bytes;
-  for (const auto& p : placed) total += streamed ? 0 : p.size() * record_bytes;
+  for (const auto& p : placed) total += streamed || p.empty() ? 0 : (striped ? record_bytes : p.size() * record_bytes);
   Progress progress("setup", total, !o.quiet);
   std::mutex progress_mutex;
   auto advance = [&](uint64_t bytes) {
@@ -415,21 +454,25 @@ SetupReport run_setup(const SetupOptions& o) {
         const auto [l, e] = jobs[j];
         const std::vector<uint8_t> record = k.read_expert_record(l, e);
         ExpertEntry& entry = m.entries[static_cast<size_t>(l * E + e)];
-        entry.drives = placed[static_cast<size_t>(l * E + e)];
+        entry.drives = drives_of(l, e);
         entry.sha256 = sha256(record.data(), record.size());
         entry.crc32c = crc32c(record.data(), record.size());
         for (uint16_t d : entry.drives) {
-          const std::string path = drives[d] + "/" + expert_relative_path(l, e);
-          if (has_size(path, record_bytes) && hash_file(path, false) == entry.sha256) {
+          // The bytes this drive holds: a stripe of the record, or all of it.
+          const uint64_t off = striped ? m.stripe_offsets[d] : 0, len = file_bytes(d);
+          const uint8_t* bytes = record.data() + off;
+          if (striped) entry.stripe_crc32c.push_back(crc32c(bytes, len));
+          const Sha256Digest want = striped ? sha256(bytes, len) : entry.sha256;
+          const std::string path = drives[d] + "/" + rel_path(d, l, e);
+          if (has_size(path, len) && hash_file(path, false) == want) {
             ++skipped;
           } else {
-            const Sha256Digest got = write_verified(
-                path, [&](const auto& out) { out(record.data(), record.size()); }, record_bytes);
-            if (got != entry.sha256) fail(path, ": internal error: written bytes differ from the record");
-            written_bytes += record_bytes;
+            const Sha256Digest got = write_verified(path, [&](const auto& out) { out(bytes, len); }, len);
+            if (got != want) fail(path, ": internal error: written bytes differ from the record");
+            written_bytes += len;
             if (++written == o.stop_after_experts) ::raise(SIGINT);
           }
-          advance(record_bytes);
+          advance(len);
         }
       }
     } catch (...) {

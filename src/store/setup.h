@@ -18,6 +18,12 @@ struct SetupOptions {
   std::vector<std::string> drives;   // expert directories, one per drive
   std::string spine = "auto";        // auto | bf16 | int8
   int64_t replicate_hot = 0;         // hottest experts copied to a second drive
+  // whole: each expert file holds a whole record on one drive (or two, when
+  // replicated); striped: each expert is cut into one stripe per drive, so
+  // every read uses all drives at once. auto: striped over 2+ drives unless
+  // --replicate-hot or --stream asks for whole files, or the records are
+  // smaller than 1 MiB per drive.
+  std::string layout = "auto";
   std::optional<double> ram_gb;      // RAM budget for --spine auto; default: physical RAM
   std::vector<double> drive_mbps;    // skip the probe and use these (MB/s, one per drive)
   uint64_t probe_bytes = 256ull << 20;  // bandwidth probe file per drive (tests use less)
@@ -43,7 +49,8 @@ struct SetupOptions {
 };
 
 struct SetupReport {
-  uint64_t experts_written = 0, experts_skipped = 0, bytes_written = 0;
+  uint64_t experts_written = 0, experts_skipped = 0, bytes_written = 0;  // files (stripes count one each)
+  std::string layout, layout_reason;
   std::string spine_format, spine_reason;
   std::vector<double> drive_bytes_per_s;
   double seconds = 0;

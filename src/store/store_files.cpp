@@ -21,19 +21,30 @@ namespace deltafin {
 namespace fs = std::filesystem;
 
 Sha256Digest hash_file(const std::string& path, bool drop_cache, uint32_t* crc) {
-  File f = File::open_read(path);
-  if (drop_cache) ::posix_fadvise(f.fd(), 0, 0, POSIX_FADV_DONTNEED);
-  const uint64_t size = f.size();
+  std::vector<uint32_t> crcs;
+  const Sha256Digest d = hash_files({path}, drop_cache, crc ? &crcs : nullptr);
+  if (crc) *crc = crcs[0];
+  return d;
+}
+
+Sha256Digest hash_files(const std::vector<std::string>& paths, bool drop_cache, std::vector<uint32_t>* crcs) {
   Sha256 h;
-  uint32_t c = 0;
-  std::vector<uint8_t> buf(std::min<uint64_t>(size, 8u << 20));
-  for (uint64_t off = 0; off < size; off += buf.size()) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), size - off));
-    f.pread_exact(buf.data(), n, off);
-    h.update(buf.data(), n);
-    if (crc) c = crc32c(buf.data(), n, c);
+  std::vector<uint8_t> buf;
+  if (crcs) crcs->clear();
+  for (const std::string& path : paths) {
+    File f = File::open_read(path);
+    if (drop_cache) ::posix_fadvise(f.fd(), 0, 0, POSIX_FADV_DONTNEED);
+    const uint64_t size = f.size();
+    uint32_t c = 0;
+    buf.resize(std::max<size_t>(buf.size(), static_cast<size_t>(std::min<uint64_t>(size, 8u << 20))));
+    for (uint64_t off = 0; off < size; off += buf.size()) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), size - off));
+      f.pread_exact(buf.data(), n, off);
+      h.update(buf.data(), n);
+      if (crcs) c = crc32c(buf.data(), n, c);
+    }
+    if (crcs) crcs->push_back(c);
   }
-  if (crc) *crc = c;
   return h.finish();
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "util/sha256.h"
 
@@ -13,6 +14,9 @@ namespace deltafin {
 // chunks. `drop_cache` first asks the kernel to drop the file's cached pages,
 // so a read-back after writing checks the drive rather than RAM.
 Sha256Digest hash_file(const std::string& path, bool drop_cache, uint32_t* crc = nullptr);
+// One SHA-256 over the files' bytes in order (a striped expert's stripes) and,
+// when crcs is given, each file's CRC-32C.
+Sha256Digest hash_files(const std::vector<std::string>& paths, bool drop_cache, std::vector<uint32_t>* crcs = nullptr);
 
 // Bytes an unprivileged writer may still use on the filesystem holding path.
 uint64_t free_bytes(const std::string& path);

@@ -167,6 +167,31 @@ std::string expert_relative_path(int64_t layer, int64_t expert) {
   return buf;
 }
 
+std::string stripe_relative_path(int64_t layer, int64_t expert, int stripe, int stripes) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "deltafin-experts/L%03lld/E%03lld.s%dof%d.bin", static_cast<long long>(layer),
+                static_cast<long long>(expert), stripe, stripes);
+  return buf;
+}
+
+uint64_t StoreManifest::stripe_bytes(int drive) const {
+  if (!striped() || drive < 0 || static_cast<size_t>(drive) + 1 >= stripe_offsets.size())
+    fail("store manifest: no stripe ", drive, " (", striped() ? "the store has " + std::to_string(drives.size()) + " stripes" : "the store is not striped", ")");
+  return stripe_offsets[static_cast<size_t>(drive) + 1] - stripe_offsets[static_cast<size_t>(drive)];
+}
+
+std::string StoreManifest::stripe_path(int drive, int64_t layer, int64_t expert) const {
+  stripe_bytes(drive);  // checks the index
+  return drives[static_cast<size_t>(drive)].path + "/" +
+         stripe_relative_path(layer, expert, drive, static_cast<int>(drives.size()));
+}
+
+std::string StoreManifest::file_on_drive(int drive, int64_t layer, int64_t expert) const {
+  return striped() ? stripe_path(drive, layer, expert) : expert_path(drive, layer, expert);
+}
+
+uint64_t StoreManifest::bytes_on_drive(int drive) const { return striped() ? stripe_bytes(drive) : expert_bytes; }
+
 const ExpertEntry& StoreManifest::entry(int64_t layer, int64_t expert) const {
   if (layer < 0 || layer >= layers || expert < 0 || expert >= experts)
     fail("store manifest: no entry for (layer ", layer, ", expert ", expert, "); the store has ", layers, " layers x ",
@@ -192,8 +217,8 @@ StoreManifest load_store_manifest(const std::string& store_dir) {
   Fields top(root, file, "");
   if (top.str("format") != "deltafin-store") fail(file, ": field 'format' must be \"deltafin-store\"");
   const uint64_t version = top.u64("version");
-  if (version != 1 && version != kStoreManifestVersion)
-    fail(file, ": field 'version' is ", version, ", this build reads versions 1 and ", kStoreManifestVersion,
+  if (version < 1 || version > static_cast<uint64_t>(kStoreManifestVersion))
+    fail(file, ": field 'version' is ", version, ", this build reads versions 1 to ", kStoreManifestVersion,
          " (rerun setup to rebuild the store)");
   m.version = static_cast<int>(version);
 
@@ -279,6 +304,23 @@ StoreManifest load_store_manifest(const std::string& store_dir) {
     m.remote = parse_remote(top.get("remote"), file);
   }
 
+  if (root.contains("stripe_offsets")) {
+    if (version < 3) fail(file, ": unknown field 'stripe_offsets' (version ", version, " manifests have no stripes)");
+    if (m.remote) fail(file, ": field 'stripe_offsets': a streamed store (field 'remote') cannot be striped");
+    const json& offs = top.array("stripe_offsets");
+    if (offs.size() != m.drives.size() + 1)
+      fail(file, ": field 'stripe_offsets' has ", offs.size(), " entries, expected drives + 1 = ", m.drives.size() + 1);
+    for (size_t k = 0; k < offs.size(); ++k) {
+      const uint64_t o = top.as_u64(offs[k], cat("stripe_offsets[", k, "]"));
+      const uint64_t prev = k ? m.stripe_offsets.back() : 0;
+      const bool last = k + 1 == offs.size();
+      if ((k == 0 && o != 0) || (k > 0 && o <= prev) || (last && o != m.expert_bytes) || (!last && o % 4096 != 0))
+        fail(file, ": field 'stripe_offsets[", k, "]' = ", o, ": offsets must start at 0, rise, be multiples of 4096",
+             " and end at expert_bytes (", m.expert_bytes, ")");
+      m.stripe_offsets.push_back(o);
+    }
+  }
+
   {
     const json& placement = top.array("placement");
     const size_t want = static_cast<size_t>((m.layers - kFirstMoeLayer) * m.experts);
@@ -317,12 +359,29 @@ StoreManifest load_store_manifest(const std::string& store_dir) {
         fail(file, ": field '", p, ".crc32c' = ", crc, " but its sha256 is empty (not fetched yet); expected 0");
       if (crc > 0xffffffffu) fail(file, ": field '", p, ".crc32c' = ", crc, " does not fit 32 bits");
       e.crc32c = static_cast<uint32_t>(crc);
-      f.no_other_fields({"layer", "expert", "drives", "sha256", "crc32c"});
+      if (m.striped()) {
+        if (drives.size() != m.drives.size())
+          fail(file, ": field '", p, ".drives': a striped store's expert is on every drive (", m.drives.size(), "), not ",
+               drives.size());
+        for (size_t k = 0; k < e.drives.size(); ++k)
+          if (e.drives[k] != k) fail(file, ": field '", p, ".drives[", k, "]' = ", e.drives[k], ": stripes are listed in drive order");
+        const json& crcs = f.array("stripe_crc32c");
+        if (crcs.size() != m.drives.size())
+          fail(file, ": field '", p, ".stripe_crc32c' has ", crcs.size(), " entries, expected one per drive = ", m.drives.size());
+        for (size_t k = 0; k < crcs.size(); ++k) {
+          const uint64_t c = f.as_u64(crcs[k], cat(p, ".stripe_crc32c[", k, "]"));
+          if (c > 0xffffffffu) fail(file, ": field '", p, ".stripe_crc32c[", k, "]' = ", c, " does not fit 32 bits");
+          e.stripe_crc32c.push_back(static_cast<uint32_t>(c));
+        }
+      }
+      if (m.striped()) f.no_other_fields({"layer", "expert", "drives", "sha256", "crc32c", "stripe_crc32c"});
+      else f.no_other_fields({"layer", "expert", "drives", "sha256", "crc32c"});
       m.entries[static_cast<size_t>(layer * m.experts + expert)] = std::move(e);
     }
   }
   top.no_other_fields(
-      {"format", "version", "source", "spine", "drives", "layers", "experts", "expert_bytes", "remote", "placement"});
+      {"format", "version", "source", "spine", "drives", "layers", "experts", "expert_bytes", "stripe_offsets", "remote",
+       "placement"});
   return m;
 }
 
@@ -351,7 +410,13 @@ void save_store_manifest(const std::string& store_dir, const StoreManifest& m) {
       lines += "{\"layer\":" + std::to_string(l) + ",\"expert\":" + std::to_string(e) + ",\"drives\":[";
       for (size_t k = 0; k < x.drives.size(); ++k) lines += (k ? "," : "") + std::to_string(x.drives[k]);
       lines += "],\"sha256\":\"" + (x.hash_known ? to_hex(x.sha256) : std::string()) +
-               "\",\"crc32c\":" + std::to_string(x.hash_known ? x.crc32c : 0) + "}";
+               "\",\"crc32c\":" + std::to_string(x.hash_known ? x.crc32c : 0);
+      if (m.striped()) {
+        lines += ",\"stripe_crc32c\":[";
+        for (size_t k = 0; k < x.stripe_crc32c.size(); ++k) lines += (k ? "," : "") + std::to_string(x.stripe_crc32c[k]);
+        lines += "]";
+      }
+      lines += "}";
     }
   lines += m.layers > kFirstMoeLayer ? "\n ]" : "]";
   ojson root = {{"format", "deltafin-store"},
@@ -366,6 +431,11 @@ void save_store_manifest(const std::string& store_dir, const StoreManifest& m) {
                {"layers", m.layers},
                {"experts", m.experts},
                {"expert_bytes", m.expert_bytes}};
+  if (m.striped()) {
+    if (m.stripe_offsets.size() != m.drives.size() + 1)
+      fail("save_store_manifest: ", m.stripe_offsets.size(), " stripe offsets for ", m.drives.size(), " drives");
+    root["stripe_offsets"] = m.stripe_offsets;
+  }
   if (m.remote) {
     ojson shards = ojson::array();
     for (const RemoteFile& f : m.remote->shards)

@@ -12,9 +12,9 @@
 
 namespace deltafin {
 
-// Version 2 added the optional "remote" section (setup --stream); version 1
-// stores are still read.
-constexpr int kStoreManifestVersion = 2;
+// Version 2 added the optional "remote" section (setup --stream), version 3
+// striped stores ("stripe_offsets"); older stores are still read.
+constexpr int kStoreManifestVersion = 3;
 
 enum class SpineFormat { BF16, Int8Row };
 const char* spine_format_name(SpineFormat f);            // "bf16" | "int8-row"
@@ -39,12 +39,15 @@ struct SpineFileEntry {
 };
 
 struct ExpertEntry {
-  std::vector<uint16_t> drives;     // indexes into drives; first = primary; empty for non-MoE layers
+  // Whole layout: the drives holding a full copy, first = primary. Striped:
+  // every drive, in order (drive d holds stripe d). Empty for non-MoE layers.
+  std::vector<uint16_t> drives;
   std::array<uint8_t, 32> sha256{};  // of the released bytes
   uint32_t crc32c = 0;               // of the same bytes, checked on every read
   // False in a streamed store for an expert not yet fetched: its hash is
   // learnt at first fetch and kept in remote/hashes.bin (src/remote).
   bool hash_known = true;
+  std::vector<uint32_t> stripe_crc32c;  // striped stores: CRC-32C of each drive's stripe, checked on every read
 };
 
 // A file of the mirror a streamed store fetches from.
@@ -74,15 +77,32 @@ struct StoreManifest {
   std::vector<StoreDrive> drives;
   int64_t layers = 0, experts = 0;   // num_hidden_layers, n_routed_experts
   uint64_t expert_bytes = 0;         // every record has this size (k3_expert_record_bytes)
+  // Empty: every expert file holds a whole record (the "whole" layout).
+  // Otherwise the store is striped: drives.size() + 1 byte offsets into every
+  // record (0, ..., expert_bytes, 4096-aligned inside), and drive d holds
+  // bytes [stripe_offsets[d], stripe_offsets[d + 1]) of each expert, so every
+  // read keeps all drives busy for the same time whichever experts a token
+  // routes to (see stripe_offsets_for in placement.h).
+  std::vector<uint64_t> stripe_offsets;
   std::vector<ExpertEntry> entries;  // [layer * experts + expert]
   std::optional<RemoteSource> remote;  // set for streamed stores
 
   const ExpertEntry& entry(int64_t layer, int64_t expert) const;
   // <drive>/deltafin-experts/L{layer:03d}/E{expert:03d}.bin
   std::string expert_path(int drive, int64_t layer, int64_t expert) const;
+  bool striped() const { return !stripe_offsets.empty(); }
+  uint64_t stripe_bytes(int drive) const;  // striped stores only
+  // <drive>/deltafin-experts/L{layer:03d}/E{expert:03d}.s{drive}of{drives}.bin
+  std::string stripe_path(int drive, int64_t layer, int64_t expert) const;
+  // The file(s) drive d holds for this expert and their size: its stripe in a
+  // striped store, else the whole record (when d is one of its drives).
+  std::string file_on_drive(int drive, int64_t layer, int64_t expert) const;
+  uint64_t bytes_on_drive(int drive) const;
 };
 
 std::string expert_relative_path(int64_t layer, int64_t expert);  // deltafin-experts/L001/E007.bin
+// deltafin-experts/L001/E007.s2of4.bin
+std::string stripe_relative_path(int64_t layer, int64_t expert, int stripe, int stripes);
 
 // store_dir/store.json; every field checked, errors name the file and field.
 StoreManifest load_store_manifest(const std::string& store_dir);
