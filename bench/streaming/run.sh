@@ -6,6 +6,7 @@
 #
 #   sudo bench/streaming/run.sh [MBPS=250] [MEM=1800M] [CACHE_GB=1.0] [TOKENS=8]
 #   sudo REPLICATE=1 bench/streaming/run.sh ...   # every expert on two drives (N >= 2)
+#   sudo LAYOUT=whole bench/streaming/run.sh ...  # one whole file per expert (default: setup's auto = striped)
 #   environment: THREADS (compute threads, default 2), LOOKAHEAD (on|off|auto, default auto)
 #
 # Writes bench/results/<date>-streaming[-replicated]/{fio-N.json,run-N.json,
@@ -18,7 +19,9 @@ TOKENS=${4:-8}
 # shellcheck source=SCRIPTDIR/../lib.sh
 source "$(dirname "$0")/../lib.sh"
 REPLICATE=${REPLICATE:-0}
+LAYOUT=${LAYOUT:-auto}
 SUFFIX=""
+[ "$LAYOUT" = whole ] && SUFFIX=-whole
 ((REPLICATE)) && SUFFIX=-replicated
 OUT=$ROOT/bench/results/$(date +%Y-%m-%d)-streaming$SUFFIX
 LOOKAHEAD=${LOOKAHEAD:-auto}
@@ -49,7 +52,8 @@ json.dump({"version": 1, "layers": L, "experts": E,
 PY
     replicate=(--replicate-hot 1000000)
   fi
-  "$DF" setup --from "$CKPT" --store "$WORK/store$N" --drives "$dlist" --drive-mbps "$mbps" "${replicate[@]}" --quiet \
+  "$DF" setup --from "$CKPT" --store "$WORK/store$N" --drives "$dlist" --drive-mbps "$mbps" "${replicate[@]}" \
+      --layout "$( ((REPLICATE)) && echo whole || echo "$LAYOUT")" --quiet \
       >"$OUT/setup-$N.log" 2>&1
 
   "$RIG/in-cgroup.sh" --mem "$MEM" --stats "$OUT/cgroup-run-$N.txt" -- "$DF" run --store "$WORK/store$N" --prompt "The quick brown fox jumps over" \
@@ -57,4 +61,4 @@ PY
       --stats-json "$OUT/run-$N.json" --trace "$OUT/trace-$N.jsonl" >"$OUT/run-$N.log" 2>&1
 done
 "$RIG/drives-down.sh" >/dev/null || true
-python3 "$ROOT/bench/streaming/table.py" "$OUT" "$MBPS" "${OUT%-replicated}" | tee "$OUT/table.md"
+python3 "$ROOT/bench/streaming/table.py" "$OUT" "$MBPS" "$ROOT/bench/results/$(date +%Y-%m-%d)-streaming" | tee "$OUT/table.md"
