@@ -89,6 +89,7 @@ std::unique_ptr<LoadedK3> load_k3_store(const std::string& store_dir, const Engi
   so.cache_slots = m->memory.cache_slots;
   so.pinned_slots = m->memory.pinned_slots;
   so.reader = o.reader;
+  so.gate_prefetch_by_idle = o.lookahead == LookaheadMode::Auto;
   if (man.remote) {
     so.store_dir = store_dir;
     FetchOptions fo;

@@ -36,6 +36,7 @@ void RunStatsCollector::step_end(bool prefill) {
   s.misses = e.stream.misses - b.stream.misses;
   s.prefetch_issued = e.stream.prefetch_issued - b.stream.prefetch_issued;
   s.prefetch_cancelled = e.stream.prefetch_cancelled - b.stream.prefetch_cancelled;
+  s.prefetch_gated = e.stream.prefetch_gated - b.stream.prefetch_gated;
   s.fetched = e.stream.fetch.fetched - b.stream.fetch.fetched;
   s.fetch_bytes = e.stream.fetch.bytes - b.stream.fetch.bytes;
   s.fetch_s = e.stream.fetch.seconds - b.stream.fetch.seconds;
@@ -180,7 +181,8 @@ std::string RunStatsCollector::to_json() const {
     steps.push_back({{"prefill", s.prefill}, {"positions", s.positions}, {"unique_new", s.unique_new}, {"ms", s.ms}, {"wait_ms", s.wait_ms}, {"bytes_read", s.bytes_read}, {"fetched", s.fetched}, {"fetch_bytes", s.fetch_bytes}, {"fetch_s", s.fetch_s},
                      {"demanded", s.demanded}, {"hits", s.hits}, {"prefetch_hits", s.prefetch_hits},
                      {"inflight", s.inflight}, {"misses", s.misses}, {"prefetch_issued", s.prefetch_issued},
-                     {"prefetch_cancelled", s.prefetch_cancelled}, {"pilot_hits", s.pilot_hits},
+                     {"prefetch_cancelled", s.prefetch_cancelled}, {"prefetch_gated", s.prefetch_gated},
+                     {"pilot_hits", s.pilot_hits},
                      {"pilot_actual", s.pilot_actual}, {"drive_mb_s", s.drive_mb_s}});
   }
   j["steps"] = steps;

@@ -20,7 +20,7 @@ struct StepStats {
   uint64_t unique_new = 0;         // prefill: (layer, expert) pairs routed to for the first time in this prefill
   double ms = 0, wait_ms = 0;
   uint64_t bytes_read = 0, demanded = 0, hits = 0, prefetch_hits = 0, inflight = 0, misses = 0;
-  uint64_t prefetch_issued = 0, prefetch_cancelled = 0;
+  uint64_t prefetch_issued = 0, prefetch_cancelled = 0, prefetch_gated = 0;
   uint64_t pilot_hits = 0, pilot_actual = 0;
   uint64_t fetched = 0, fetch_bytes = 0;  // streamed stores: experts fetched from the mirror, body bytes
   double fetch_s = 0;                     // summed fetch time (parallel fetches overlap)

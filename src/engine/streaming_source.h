@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -32,6 +33,7 @@ struct StreamCounters {
   uint64_t bytes_read = 0;     // completed reads, demand and prefetch
   uint64_t prefetch_issued = 0, prefetch_cancelled = 0;
   uint64_t prefetch_skipped = 0;  // predictions not read: no room left after the current layer's reads
+  uint64_t prefetch_gated = 0;    // predictions not read: more than the drives' idle time before their layer holds
   uint64_t prefetch_deferred = 0; // predictions read later, into slots the current layer released
   uint64_t prefetch_lost = 0;     // predictions read, needed, but evicted before their layer came (wasted reads)
   double wait_s = 0;           // engine thread blocked on reads
@@ -50,6 +52,10 @@ struct StreamOptions {
   // from the mirror into the cache slot (and installed on the drives).
   std::string store_dir;
   std::optional<FetchOptions> fetch;
+  // --lookahead auto: read only as many predictions for a layer as its drives
+  // can read in the time they would otherwise sit idle before it (see
+  // prefetch_budget); on: read them all.
+  bool gate_prefetch_by_idle = false;
 };
 
 class StreamingExpertSource : public ExpertSource {
@@ -83,6 +89,7 @@ private:
   bool abort(uint64_t ticket);
   void cancel_stale(int64_t layer, std::span<const int64_t> needed);
   size_t prefetch_room() const;
+  size_t prefetch_budget(int64_t layer);
   void issue_deferred(int64_t current_layer);
   void drop_deferred();
 
@@ -119,6 +126,14 @@ private:
   std::vector<int64_t> sliced_union_;
   size_t evictable_slots_;
   int64_t experts_per_token_;
+  // The idle-time gate: per layer, an EMA of the seconds between the last
+  // read of the layer before it landing and the layer asking for its experts
+  // (attention, routing, the previous layer's tail compute: the drives' idle
+  // window that prefetch can fill); -1 until measured.
+  bool gate_by_idle_;
+  std::vector<double> idle_ema_s_;
+  int64_t landed_layer_ = -1;
+  std::chrono::steady_clock::time_point landed_at_{};
 };
 
 }  // namespace deltafin
