@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "engine/prefetch_gate.h"
 #include "util/error.h"
 
 namespace deltafin {
@@ -243,7 +244,7 @@ void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_
     if (landed_layer_ == layer - 1 && landed_layer_ >= 0) {
       const double idle = seconds_since(landed_at_);
       double& ema = idle_ema_s_[static_cast<size_t>(layer)];
-      ema = ema < 0 ? idle : ema + kIdleEmaAlpha * (idle - ema);
+      ema = ema_step(ema, idle, kIdleEmaAlpha);
     }
     landed_layer_ = -1;
     const std::span<const int64_t> layer_needs = sliced ? std::span<const int64_t>(sliced_union_) : experts;
@@ -393,39 +394,26 @@ size_t StreamingExpertSource::prefetch_room() const {
   return room > 0 ? static_cast<size_t>(room) : 0;
 }
 
-// --lookahead auto: how many of a layer's predictions are worth reading.
-// Drive time is the cost: a right prediction read early saves time only
-// while the drives would otherwise be idle before the layer asks (its reads
-// land sooner), and past that window it saves nothing (the demand read would
-// have taken the same drive time) while every wrong one read costs its bytes
-// and delays the next demand read. So read what the drives can read in the
-// measured idle window: window x aggregate bandwidth / expert bytes, most
-// confident first. Before a layer's window is measured, everything.
+// --lookahead auto: how many of a layer's predictions to read (see
+// engine/prefetch_gate.h): what the drives can read in the layer's measured
+// idle window, most confident first; everything before it is measured.
 // (Measured on 4 striped drives: reading every prediction at recall 0.61 made
-// decode 5.7 % slower than no lookahead; bench/results/2026-11-30-lookahead-ab-N4-striped.)
+// decode 5.7 % slower than no lookahead, the gate 0.7 %;
+// bench/results/2026-11-30-lookahead-ab-N4-striped*.)
 size_t StreamingExpertSource::prefetch_budget(int64_t layer) {
   const double idle = idle_ema_s_[static_cast<size_t>(layer)];
   if (!gate_by_idle_ || idle < 0) return SIZE_MAX;
   double bw = 0;
   for (const DriveStatus& d : reader_->drive_status()) bw += d.est_bytes_per_s;
-  return static_cast<size_t>(idle * bw / static_cast<double>(m_.expert_bytes));
+  return idle_window_reads(idle, bw, m_.expert_bytes);
 }
 
 void StreamingExpertSource::prefetch(int64_t layer, std::span<const int64_t> experts) {
-  // Predictions already in RAM or on their way cost nothing and do not count.
-  const size_t budget = prefetch_budget(layer);
   std::vector<int64_t> kept;
-  if (budget != SIZE_MAX) {
-    size_t to_read = 0;
-    for (int64_t e : experts) {
-      const bool costs = !cache_->contains(key(layer, e));
-      if (costs && to_read == budget) {
-        ++c_.prefetch_gated;
-        continue;
-      }
-      to_read += costs;
-      kept.push_back(e);
-    }
+  if (const size_t budget = prefetch_budget(layer); budget != SIZE_MAX) {
+    size_t dropped = 0;
+    kept = within_read_budget(experts, budget, [&](int64_t e) { return cache_->contains(key(layer, e)); }, &dropped);
+    c_.prefetch_gated += dropped;
     experts = kept;
   }
   const size_t room = prefetch_room();
