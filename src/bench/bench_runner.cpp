@@ -329,7 +329,7 @@ std::string drop_expert_page_cache(const std::string& store_dir) {
   for (int64_t l = 0; l < m.layers; ++l)
     for (int64_t e = 0; e < m.experts; ++e)
       for (uint16_t d : m.entry(l, e).drives) {
-        const std::string path = m.expert_path(d, l, e);
+        const std::string path = m.file_on_drive(d, l, e);  // a stripe in a striped store
         const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
           ++missing;  // a streamed store's expert not fetched yet: nothing cached

@@ -86,6 +86,10 @@ StreamSetupReport run_stream_setup(const StreamSetupOptions& so) {
   if (so.setup.store.empty()) fail("--store: the store directory is required");
   if (so.full && so.disk_budget_bytes)
     fail("--disk-budget: --full keeps every expert on the drives; a budget applies to --stream only");
+  // Before anything is downloaded (run_setup would say it only after the headers came).
+  if (so.setup.layout == "striped")
+    fail("--layout striped with --", so.full ? "full" : "stream",
+         ": a store built from a mirror fetches and keeps whole experts; use --layout whole or auto");
   const std::string url = normalise_url(so.source_url);
   http_global_init();
   StreamSetupReport report;

@@ -287,7 +287,11 @@ SetupReport run_setup(const SetupOptions& o) {
   std::string layout_reason = "requested";
   bool striped = o.layout == "striped";
   if (o.layout == "auto") {
-    if (drives.size() < 2) layout_reason = "one drive";
+    // A rerun keeps the store's layout: switching would write a second copy of every expert.
+    if (previous && previous->drives.size() == drives.size() && !streamed && o.replicate_hot == 0) {
+      striped = previous->striped();
+      layout_reason = "the existing store's layout (--layout changes it)";
+    } else if (drives.size() < 2) layout_reason = "one drive";
     else if (streamed) layout_reason = "a streamed store keeps whole experts";
     else if (o.replicate_hot > 0) layout_reason = "--replicate-hot copies whole experts";
     else if (record_bytes < kMinAutoStripe * drives.size())
@@ -489,6 +493,16 @@ SetupReport run_setup(const SetupOptions& o) {
   m.remote = o.remote;
   if (o.write_remote_files) o.write_remote_files(store);
   save_store_manifest(store, m);
+  // The layout changed: the old layout's expert files are not the store's any
+  // more (removed only now that the new manifest is in place).
+  if (previous && previous->striped() != striped && !previous->remote) {
+    size_t removed = 0;
+    for (int64_t l = 0; l < previous->layers; ++l)  // (a dense layer has no drives)
+      for (int64_t e = 0; e < previous->experts; ++e)
+        for (uint16_t d : previous->entry(l, e).drives)
+          removed += ::unlink(previous->file_on_drive(d, l, e).c_str()) == 0;
+    say(cat("layout changed to ", report.layout, ": removed ", removed, " expert files of the old layout"));
+  }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;
 }

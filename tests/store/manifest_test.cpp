@@ -96,7 +96,7 @@ TEST(StoreManifest, RoundTrip) {
 }
 
 TEST(StoreManifest, BadFieldsAreNamed) {
-  expect_bad([](json& j) { j["version"] = 3; }, {"'version'", "3"});
+  expect_bad([](json& j) { j["version"] = 4; }, {"'version'", "4"});
   expect_bad([](json& j) { j["version"] = 0; }, {"'version'", "0"});
   expect_bad([](json& j) { j.erase("drives"); }, {"'drives'", "missing"});
   expect_bad([](json& j) { j["format"] = "other"; }, {"'format'"});
