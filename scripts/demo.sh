@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The demo: install, build, generate a small K3-architecture checkpoint with
 # RANDOM weights, validate it, turn it into a deltafin store whose experts are
-# spread over three directories (standing in for three drives), check the
+# striped over three directories (standing in for three drives), check the
 # store, and generate with the experts streamed from it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,10 +22,11 @@ echo
 echo "== 3. render a chat prompt with the K3 template and tokenize it =="
 $bin tokenize --model "$model" --chat --render --text "What is the capital of France?"
 echo
-echo "== 4. build a store: spine in RAM-ready files, one file per expert spread over 3 'drives' =="
+echo "== 4. build a store: spine in RAM-ready files, every expert striped over 3 'drives' (as setup does for real models) =="
 rm -rf "$store" demo-drives
 mkdir -p demo-drives/d0 demo-drives/d1 demo-drives/d2
-$bin setup --from "$model" --store "$store" --drives "$drives"
+# (--layout striped: auto stripes only records of 1 MiB per drive or more, and this model's are 20 KB)
+$bin setup --from "$model" --store "$store" --drives "$drives" --layout striped
 $bin doctor --store "$store" --full
 echo
 echo "== 5. generate 32 tokens with the experts streamed from the store (direct I/O, cache, lookahead) =="
