@@ -18,6 +18,7 @@
 #include "store/setup.h"
 #include "store/spine_file.h"
 #include "store/store_manifest.h"
+#include "support/store_damage.h"
 #include "support/test_support.h"
 
 using namespace deltafin;
@@ -181,39 +182,10 @@ TEST(StreamedExactnessSmall, PrefillLargerThanTheCache) {
 
 // Faults ---------------------------------------------------------------------
 
-// Copies a store's drives and manifest so a test can damage its own copy.
-struct StoreCopy {
-  test::TempDir dir;
-  std::string store;
-  StoreManifest m;
-  explicit StoreCopy(const std::string& src) {
-    store = dir.path() + "/store";
-    fs::copy(src, store, fs::copy_options::recursive);
-    m = load_store_manifest(store);
-    for (size_t d = 0; d < m.drives.size(); ++d) {
-      const std::string to = dir.path() + "/drive" + std::to_string(d);
-      fs::copy(m.drives[d].path, to, fs::copy_options::recursive);
-      m.drives[d].path = to;
-    }
-    save_store_manifest(store, m);
-  }
-  // Applies `damage` to the primary copy of every expert of layer 1 (some are always used).
-  template <class F>
-  void damage_layer1_primaries(F damage) {
-    for (int64_t e = 0; e < m.experts; ++e) damage(m.expert_path(m.entry(1, e).drives[0], 1, e));
-  }
-};
-
-void truncate_file(const std::string& p) { fs::resize_file(p, fs::file_size(p) - 1); }
-void flip_byte(const std::string& p) {
-  std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(100);
-  char c = 0;
-  f.read(&c, 1);
-  c = static_cast<char>(c ^ 0x5a);
-  f.seekp(100);
-  f.write(&c, 1);
-}
+using test::StoreCopy;
+using test::flip_byte;
+using test::remove_file;
+using test::truncate_file;
 
 std::vector<float> run_store(const std::string& store, const std::vector<uint32_t>& ids) {
   auto m = load_k3_store(store, engine_options(Case{1, 0, LookaheadMode::Off, IoEngine::Pread, 1}));

@@ -26,6 +26,7 @@
 #include "model/kimi_k3/generator.h"
 #include "store/setup.h"
 #include "store/store_manifest.h"
+#include "support/store_damage.h"
 #include "support/test_support.h"
 #include "util/error.h"
 
@@ -283,40 +284,10 @@ TEST(StripedStreaming, ColdReadMovesEachRecordOnce) {
 
 namespace {
 
-// A copy of a store (drives and manifest) that a test may damage.
-struct StoreCopy {
-  test::TempDir dir;
-  std::string store;
-  StoreManifest m;
-  explicit StoreCopy(const std::string& src) {
-    store = dir.path() + "/store";
-    fs::copy(src, store, fs::copy_options::recursive);
-    m = load_store_manifest(store);
-    for (size_t d = 0; d < m.drives.size(); ++d) {
-      const std::string to = dir.path() + "/drive" + std::to_string(d);
-      fs::copy(m.drives[d].path, to, fs::copy_options::recursive);
-      m.drives[d].path = to;
-    }
-    save_store_manifest(store, m);
-  }
-  // Applies `damage` to drive d's stripe of every expert of layer 1 (some are always used).
-  template <class F>
-  void damage_layer1_stripes(int d, F damage) {
-    for (int64_t e = 0; e < m.experts; ++e) damage(m.stripe_path(d, 1, e));
-  }
-};
-
-void flip_byte(const std::string& p) {
-  std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(100);
-  char c = 0;
-  f.read(&c, 1);
-  c = static_cast<char>(c ^ 0x5a);
-  f.seekp(100);
-  f.write(&c, 1);
-}
-void remove_file(const std::string& p) { fs::remove(p); }
-void truncate_file(const std::string& p) { fs::resize_file(p, fs::file_size(p) - 1); }
+using test::StoreCopy;
+using test::flip_byte;
+using test::remove_file;
+using test::truncate_file;
 
 // Runs a decode; returns the error (expects one).
 std::string failing_run(const std::string& store, IoEngine io) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "store/doctor_checks.h"
 #include "store/store_fixture.h"
 #include "store/store_manifest.h"
 #include "util/error.h"
@@ -29,16 +30,8 @@ struct Store {
   std::string expert(int64_t l, int64_t e) const { return m.expert_path(m.entry(l, e).drives[0], l, e); }
 };
 
-std::string all(const DoctorReport& r) {
-  std::string s;
-  for (const std::string& p : r.problems) s += p + "\n";
-  return s;
-}
-
-void expect_one_problem(const DoctorReport& r, std::initializer_list<std::string> needles) {
-  ASSERT_EQ(r.problems.size(), 1u) << all(r);
-  for (const std::string& n : needles) EXPECT_NE(r.problems[0].find(n), std::string::npos) << "lacks " << n << ": " << r.problems[0];
-}
+using test::all;
+using test::expect_one_problem;
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "store/doctor_checks.h"
 #include "format/k3_tensors.h"
 #include "model/kimi_k3/generator.h"
 #include "store/doctor.h"
@@ -104,17 +105,8 @@ std::set<std::string> files_under(const std::string& dir) {
   return out;
 }
 
-std::string all(const DoctorReport& r) {
-  std::string s;
-  for (const std::string& p : r.problems) s += p + "\n";
-  return s;
-}
-
-void expect_one_problem(const DoctorReport& r, std::initializer_list<std::string> needles) {
-  ASSERT_EQ(r.problems.size(), 1u) << all(r);
-  for (const std::string& n : needles)
-    EXPECT_NE(r.problems[0].find(n), std::string::npos) << "lacks \"" << n << "\": " << r.problems[0];
-}
+using test::all;
+using test::expect_one_problem;
 
 }  // namespace
 
