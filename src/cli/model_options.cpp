@@ -11,7 +11,9 @@ void add_model_options(CLI::App* sub, ModelArgs& a) {
   sub->add_option("--threads", a.threads, "Worker threads")->check(CLI::PositiveNumber)->capture_default_str();
   sub->add_option("--cache-gb", a.cache_gb, "Store: GB of RAM for the expert cache (default: 70% of free RAM after the spine)");
   sub->add_option("--pin-gb", a.pin_gb, "Store: GB of RAM pinned to the hottest experts (heat histogram)")->capture_default_str();
-  sub->add_option("--lookahead", a.lookahead, "Store: route-lookahead prefetch")
+  sub->add_option("--lookahead", a.lookahead,
+                  "Store: route-lookahead prefetch (auto: per layer, only while recall pays and only as many "
+                  "predictions as the drives can read while otherwise idle)")
       ->check(CLI::IsMember({"on", "off", "auto"}))
       ->capture_default_str();
   sub->add_option("--io", a.io, "Store: I/O engine")->check(CLI::IsMember({"uring", "pread"}))->capture_default_str();

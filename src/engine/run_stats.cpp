@@ -109,6 +109,7 @@ std::string RunStatsCollector::summary() const {
     t.ms += s.ms, t.wait_ms += s.wait_ms, t.bytes_read += s.bytes_read, t.demanded += s.demanded, t.hits += s.hits;
     t.prefetch_hits += s.prefetch_hits, t.inflight += s.inflight, t.misses += s.misses;
     t.pilot_hits += s.pilot_hits, t.pilot_actual += s.pilot_actual;
+    t.prefetch_issued += s.prefetch_issued, t.prefetch_cancelled += s.prefetch_cancelled, t.prefetch_gated += s.prefetch_gated;
     t.drive_mb_s.resize(s.drive_mb_s.size());
     for (size_t d = 0; d < s.drive_mb_s.size(); ++d) t.drive_mb_s[d] += s.drive_mb_s[d] * s.ms;  // time-weighted
   }
@@ -136,6 +137,12 @@ std::string RunStatsCollector::summary() const {
     out += buf;
     if (t.pilot_actual) {
       std::snprintf(buf, sizeof buf, "; lookahead recall %.3f", static_cast<double>(t.pilot_hits) / t.pilot_actual);
+      out += buf;
+    }
+    if (t.prefetch_issued || t.prefetch_gated) {
+      std::snprintf(buf, sizeof buf, "; prefetches %llu read (%llu cancelled), %llu held back by the idle-window gate",
+                    static_cast<unsigned long long>(t.prefetch_issued), static_cast<unsigned long long>(t.prefetch_cancelled),
+                    static_cast<unsigned long long>(t.prefetch_gated));
       out += buf;
     }
     if (!t.drive_mb_s.empty() && t.ms > 0) {
