@@ -84,19 +84,16 @@ struct StreamingExpertSource::StripedRead {
   std::string error;  // the first failed stripe's (names layer, expert, drive, path)
 };
 
-namespace {
-template <class Map>
-auto find_striped(std::mutex& mu, Map& map, uint64_t ticket) {
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = map.find(ticket & ~kStripedTicket);
-  return it == map.end() ? nullptr : it->second;
+std::shared_ptr<StreamingExpertSource::StripedRead> StreamingExpertSource::striped_read(uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(striped_mu_);
+  auto it = striped_.find(ticket & ~kStripedTicket);
+  return it == striped_.end() ? nullptr : it->second;
 }
-}  // namespace
 
 void StreamingExpertSource::promote(uint64_t ticket) {
   if (ticket & kFetchTicket) return fetcher_->promote(ticket & ~kFetchTicket);
   if (!(ticket & kStripedTicket)) return reader_->promote(ticket);
-  if (auto g = find_striped(striped_mu_, striped_, ticket))
+  if (auto g = striped_read(ticket))
     for (uint64_t t : g->tickets) reader_->promote(t);
 }
 
@@ -106,7 +103,7 @@ bool StreamingExpertSource::abort(uint64_t ticket) {
   if (ticket & kFetchTicket) return fetcher_->cancel(ticket & ~kFetchTicket);
   if (!(ticket & kStripedTicket)) return reader_->abort(ticket);
   bool any = false;
-  if (auto g = find_striped(striped_mu_, striped_, ticket))
+  if (auto g = striped_read(ticket))
     for (uint64_t t : g->tickets) any = reader_->abort(t) || any;
   return any;
 }

@@ -104,6 +104,7 @@ private:
   std::mutex striped_mu_;
   std::unordered_map<uint64_t, std::shared_ptr<StripedRead>> striped_;
   uint64_t next_striped_ = 1;
+  std::shared_ptr<StripedRead> striped_read(uint64_t ticket);  // null once the read is done
   // Destroyed in reverse order: the reader first (its callbacks release
   // fetcher holds and finish cache loads), then the fetcher (its callbacks
   // finish cache loads), then the cache whose buffers they all write into.

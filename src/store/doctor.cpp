@@ -132,14 +132,13 @@ DoctorReport run_doctor(const std::string& store_dir, bool full, bool progress, 
   // only when every drive is there.
   const bool all_drives = std::find(drive_ok.begin(), drive_ok.end(), false) == drive_ok.end();
   for (int64_t l = 0; l < m.layers; ++l)
-    for (int64_t e = 0; e < m.experts; ++e)
-      for (uint16_t d : m.entries[static_cast<size_t>(l * m.experts + e)].drives) {
-        if (m.striped()) {
-          if (all_drives) jobs.push_back({l, e, 0});
-          break;
-        }
+    for (int64_t e = 0; e < m.experts; ++e) {
+      const std::vector<uint16_t>& on = m.entries[static_cast<size_t>(l * m.experts + e)].drives;
+      if (m.striped() && !on.empty() && all_drives) jobs.push_back({l, e, 0});
+      if (m.striped()) continue;
+      for (uint16_t d : on)
         if (drive_ok[d]) jobs.push_back({l, e, d});
-      }
+    }
   // A streamed store: experts not fetched yet are simply absent; fetched ones
   // are checked against the hash recorded at their first fetch.
   std::unique_ptr<HashJournal> journal;

@@ -304,17 +304,13 @@ SetupReport run_setup(const SetupOptions& o) {
   report.layout = striped ? "striped" : "whole";
   report.layout_reason = layout_reason;
   say(cat("layout: ", report.layout, " — ", layout_reason));
-  // What drive d holds for (l, e): its stripe, or the whole record when placed there.
-  auto drives_of = [&](int64_t l, int64_t e) -> std::vector<uint16_t> {
-    if (!striped) return placed[static_cast<size_t>(l * E + e)];
-    std::vector<uint16_t> all;
-    for (size_t d = 0; d < drives.size(); ++d) all.push_back(static_cast<uint16_t>(d));
-    return all;
+  m.expert_bytes = record_bytes;  // (m.drives and m.stripe_offsets are set: m names every file from here on)
+  // The drives holding (l, e): every one when striped, else where placement put it.
+  std::vector<uint16_t> every_drive;
+  for (size_t d = 0; d < drives.size(); ++d) every_drive.push_back(static_cast<uint16_t>(d));
+  auto drives_of = [&](int64_t l, int64_t e) -> const std::vector<uint16_t>& {
+    return striped ? every_drive : placed[static_cast<size_t>(l * E + e)];
   };
-  auto rel_path = [&](uint16_t d, int64_t l, int64_t e) {
-    return striped ? stripe_relative_path(l, e, d, static_cast<int>(drives.size())) : expert_relative_path(l, e);
-  };
-  auto file_bytes = [&](uint16_t d) { return striped ? m.stripe_offsets[d + 1] - m.stripe_offsets[d] : record_bytes; };
 
   // Free space, before anything is written. Files already there with the right
   // size count as done (the hash check comes later and may still rewrite one;
@@ -337,8 +333,8 @@ SetupReport run_setup(const SetupOptions& o) {
   for (int64_t l : pin.moe_layers)
     for (int64_t e = 0; e < E && !streamed; ++e)  // streamed experts come later, within --disk-budget
       for (uint16_t d : drives_of(l, e))
-        if (!has_size(drives[d] + "/" + rel_path(d, l, e), file_bytes(d)))
-          add_need(cat("drive ", drives[d]), drives[d], file_bytes(d));
+        if (!has_size(m.file_on_drive(d, l, e), m.bytes_on_drive(d)))
+          add_need(cat("drive ", drives[d]), drives[d], m.bytes_on_drive(d));
   for (const auto& [dev, n] : need) {
     const uint64_t free = o.fake_free_bytes ? *o.fake_free_bytes : free_bytes(n.path);
     if (n.bytes > free)
@@ -408,7 +404,6 @@ SetupReport run_setup(const SetupOptions& o) {
       fs::create_directories(drives[d] + "/" + fs::path(expert_relative_path(l, 0)).parent_path().string());
   m.layers = L;
   m.experts = E;
-  m.expert_bytes = record_bytes;
   m.entries.assign(static_cast<size_t>(L * E), ExpertEntry{});
   // A streamed rebuild trusts the hashes of the store it replaces only when
   // that store was streamed from the very same shard files (names, sizes and
@@ -463,11 +458,11 @@ SetupReport run_setup(const SetupOptions& o) {
         entry.crc32c = crc32c(record.data(), record.size());
         for (uint16_t d : entry.drives) {
           // The bytes this drive holds: a stripe of the record, or all of it.
-          const uint64_t off = striped ? m.stripe_offsets[d] : 0, len = file_bytes(d);
+          const uint64_t off = striped ? m.stripe_offsets[d] : 0, len = m.bytes_on_drive(d);
           const uint8_t* bytes = record.data() + off;
           if (striped) entry.stripe_crc32c.push_back(crc32c(bytes, len));
           const Sha256Digest want = striped ? sha256(bytes, len) : entry.sha256;
-          const std::string path = drives[d] + "/" + rel_path(d, l, e);
+          const std::string path = m.file_on_drive(d, l, e);
           if (has_size(path, len) && hash_file(path, false) == want) {
             ++skipped;
           } else {
