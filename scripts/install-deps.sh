@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config
       nlohmann-json3-dev libpcre2-dev libssl-dev libcli11-dev libgtest-dev libbenchmark-dev
-      liburing-dev libcpp-httplib-dev libcurl4-openssl-dev
+      liburing-dev libcurl4-openssl-dev
       libicu-dev  # NFC normalisation for Hugging Face tokenizer.json (Qwen3 draft model)
       nginx  # the remote (HTTP) tests serve files from a real nginx as the mirror
       clang-14 libclang-rt-14-dev)  # clang + libFuzzer for scripts/fuzz.sh

@@ -1,5 +1,6 @@
 // deltafin serve: the OpenAI-compatible HTTP server (src/server/http_server.h).
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,8 @@ struct ServeArgs {
   std::string draft = "auto", dspark, draft_model;
   int draft_k = 0;
   int64_t context = 0;
+  double session_budget_mb = 0;
+  double header_timeout_s = 10, body_timeout_s = 60, idle_timeout_s = 10;
 };
 
 std::string default_model_name(const ModelArgs& a) {
@@ -53,6 +56,10 @@ int serve(ServeArgs a) {
   so.draft_model_dir = a.draft_model;
   so.draft_k = a.draft_k;
   so.context_limit = a.context;
+  so.session_budget_bytes = static_cast<uint64_t>(a.session_budget_mb * 1e6);
+  a.server.header_timeout_ms = static_cast<int64_t>(a.header_timeout_s * 1000);
+  a.server.body_timeout_ms = static_cast<int64_t>(a.body_timeout_s * 1000);
+  a.server.idle_timeout_ms = static_cast<int64_t>(a.idle_timeout_s * 1000);
   if (const char* d = std::getenv("DELTAFIN_SERVE_STEP_DELAY_MS")) so.step_delay_ms = std::atoi(d);
   g_shutdown.store(false);
   GenerationService service(*m, so, &g_shutdown);
@@ -62,19 +69,30 @@ int serve(ServeArgs a) {
   if (a.server.host != "127.0.0.1" && a.server.host != "::1" && a.server.host != "localhost")
     std::fprintf(stderr, "serve: WARNING: listening on %s, reachable from other machines%s\n", a.server.host.c_str(),
                  a.server.api_key.empty() ? " with no --api-key" : "");
-  std::fprintf(stderr, "serve: listening on http://%s:%d (model \"%s\", context %lld tokens, queue %zu)\n",
-               a.server.host.c_str(), port, a.server.model_name.c_str(),
-               static_cast<long long>(service.context_limit()), a.server.queue);
+  std::fprintf(stderr,
+               "serve: listening on http://%s:%d (model \"%s\", context %lld tokens, session budget %.1f MB, queue %zu, "
+               "at most %zu connections)\n",
+               a.server.host.c_str(), port, a.server.model_name.c_str(), static_cast<long long>(service.context_limit()),
+               static_cast<double>(service.session_budget_bytes()) / 1e6, a.server.queue, a.server.max_connections);
   std::fflush(stderr);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  // httplib's stop() does nothing until its accept loop runs, so a signal
-  // that arrives before serve() got going is acted on again until it ends.
+  // SIGINT / SIGTERM: the handler only sets the flag; this thread turns it
+  // into a graceful stop (no new connections, the running request cancelled
+  // within about a second of model time, queued ones answered 503), then
+  // the heat histogram is saved.
   std::atomic<bool> served{false};
+  std::chrono::steady_clock::time_point signalled{};
   std::thread watcher([&] {
     while (!served.load()) {
-      if (g_shutdown.load()) server.stop();
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (g_shutdown.load()) {
+        if (signalled == std::chrono::steady_clock::time_point{}) {
+          signalled = std::chrono::steady_clock::now();
+          std::fprintf(stderr, "serve: stopping (signal): cancelling the running request, answering queued ones 503\n");
+        }
+        server.stop();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   });
   server.serve();
@@ -82,7 +100,11 @@ int serve(ServeArgs a) {
   g_shutdown.store(true);
   watcher.join();
   m->save_heat();
-  std::fprintf(stderr, "serve: stopped\n");
+  if (signalled != std::chrono::steady_clock::time_point{})
+    std::fprintf(stderr, "serve: stopped %.3f s after the signal\n",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count());
+  else
+    std::fprintf(stderr, "serve: stopped\n");
   return 0;
 }
 
@@ -111,8 +133,26 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--prompt-cache-mb", a->prompt_cache_mb, "RAM for the kept session states, MB")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  sub->add_option("--context", a->context, "Most positions per request, prompt and output together (default: the model's)")
+  sub->add_option("--context", a->context,
+                  "Most positions per request, prompt and output together (default: what the session budget holds, "
+                  "at most the model's)")
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--session-budget-mb", a->session_budget_mb,
+                  "RAM for the running request's session state, MB (default: 80% of what the spine, expert cache and "
+                  "prompt cache leave)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--max-connections", a->server.max_connections, "Open connections at once (more are answered 503)")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  sub->add_option("--header-timeout", a->header_timeout_s, "Seconds a request's whole header block may take to arrive")
+      ->check(CLI::Range(0.05, 3600.0))
+      ->capture_default_str();
+  sub->add_option("--body-timeout", a->body_timeout_s, "Seconds a request's whole body may take to arrive")
+      ->check(CLI::Range(0.05, 3600.0))
+      ->capture_default_str();
+  sub->add_option("--idle-timeout", a->idle_timeout_s, "Seconds a keep-alive connection may wait for its next request")
+      ->check(CLI::Range(0.05, 3600.0))
+      ->capture_default_str();
   sub->add_option("--prefill-chunk", a->prefill_chunk, "Prompt rows per prefill slice of a layer")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
@@ -125,7 +165,7 @@ Command add_serve(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--dspark", a->dspark, "A DSpark checkpoint for --draft auto (chats and completions)");
   sub->add_option("--draft-model", a->draft_model, "A small Qwen3 checkpoint for --draft auto (raw completions)");
-  sub->add_option("--http-threads", a->server.http_threads, "HTTP worker threads (default: queue + 32)")->capture_default_str();
+  sub->add_option("--http-threads", a->server.http_threads, "Generation worker threads (default: queue + 4)")->capture_default_str();
   return {sub, [a] { return serve(*a); }};
 }
 

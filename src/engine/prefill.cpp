@@ -24,7 +24,8 @@ int64_t prefill_group_rows(const K3Config& c, int64_t chunk, int64_t n) {
 
 Rows prefill(K3Model& model, K3Session& session, std::span<const uint32_t> tokens, int64_t chunk,
              StepObserver* observer, const std::function<bool()>& cancelled,
-             const std::function<void(size_t rows)>& after_pass, int64_t group) {
+             const std::function<void(size_t rows)>& after_pass, int64_t group,
+             const std::function<void(int64_t done)>& progress) {
   if (tokens.empty()) fail("prefill: no tokens");
   const size_t n = tokens.size();
   if (group <= 0) group = prefill_group_rows(model.config(), chunk, static_cast<int64_t>(n));
@@ -32,10 +33,15 @@ Rows prefill(K3Model& model, K3Session& session, std::span<const uint32_t> token
   PassShape shape;
   shape.slice_rows = chunk > 0 ? static_cast<size_t>(chunk) : 0;
   shape.cancelled = cancelled;
+  size_t at = 0, len = 0;
+  if (progress) {
+    const auto layers = static_cast<size_t>(model.config().num_hidden_layers);
+    shape.on_layer = [&, layers](int64_t layer) { progress(static_cast<int64_t>(at + len * static_cast<size_t>(layer) / layers)); };
+  }
   Rows logits;
-  for (size_t at = 0; at < n; at += step) {
+  for (; at < n; at += step) {
     if (cancelled && cancelled()) return Rows();
-    const size_t len = std::min(step, n - at);
+    len = std::min(step, n - at);
     // A cancel inside the group leaves some layers ahead of others: back to here.
     K3Session::Snapshot before;
     if (cancelled) before = session.snapshot();

@@ -49,13 +49,17 @@ int64_t prefill_group_rows(const K3Config& config, int64_t chunk, int64_t prompt
 // rows (0 = whole group), telling `observer` (may be null) before and after
 // each group as a prefill step. Returns the last position's logits [1, V].
 // `cancelled` (may be empty) is asked between groups and, inside a group,
-// before every layer; when it returns true the unfinished group is rolled
-// back (the session holds whole groups only) and empty Rows are returned.
+// before every layer and every ~20 ms of work inside one (PassShape); when it
+// returns true the unfinished group is rolled back (the session holds whole
+// groups only) and empty Rows are returned.
 // `after_pass` (may be empty) is told each group's row count once it is done,
 // while the model still holds that group's captured rows (a DSpark drafter
-// takes its context from them).
+// takes its context from them). `progress` (may be empty) is told, before
+// every layer, how many of the tokens are done (a group counts as its share
+// of layers done).
 Rows prefill(K3Model& model, K3Session& session, std::span<const uint32_t> tokens, int64_t chunk,
              StepObserver* observer = nullptr, const std::function<bool()>& cancelled = {},
-             const std::function<void(size_t rows)>& after_pass = {}, int64_t group = 0);
+             const std::function<void(size_t rows)>& after_pass = {}, int64_t group = 0,
+             const std::function<void(int64_t done)>& progress = {});
 
 }  // namespace deltafin

@@ -16,12 +16,70 @@ namespace deltafin {
 using api::ApiError;
 using clock_type = std::chrono::steady_clock;
 
+namespace {
+
+// 80 % of the RAM nobody else has claimed: store runs take the memory plan's
+// figures (measured before the expert cache filled), resident runs what is
+// available now that every weight is loaded. The prompt cache's budget is
+// set aside as well: its kept states live beside the running one.
+uint64_t derived_session_budget(const LoadedK3& m, uint64_t prompt_cache_bytes) {
+  uint64_t free_bytes = 0;
+  if (m.stream) {
+    const MemoryPlan& p = m.memory;
+    const uint64_t used = p.spine_bytes + p.cache_bytes() + p.pinned_bytes();
+    free_bytes = p.ram_available > used ? p.ram_available - used : 0;
+  } else {
+    free_bytes = available_ram_bytes();
+  }
+  free_bytes -= std::min(free_bytes, prompt_cache_bytes);
+  return free_bytes / 10 * 8;
+}
+
+}  // namespace
+
 GenerationService::GenerationService(LoadedK3& model, ServiceOptions options, const std::atomic<bool>* shutdown)
     : m_(model),
       o_(options),
       shutdown_(shutdown),
       cache_(options.prompt_cache_entries, options.prompt_cache_bytes),
-      drafters_(options.draft, model, options.dspark_dir, options.draft_model_dir) {}
+      drafters_(options.draft, model, options.dspark_dir, options.draft_model_dir) {
+  session_budget_ = o_.session_budget_bytes > 0 ? o_.session_budget_bytes
+                                                 : derived_session_budget(m_, o_.prompt_cache_bytes);
+  const int64_t model_limit = m_.config.max_position_embeddings;
+  // The most positions the budget holds (session_bytes grows with both).
+  int64_t lo = 0, hi = model_limit;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (session_bytes(mid, mid) <= session_budget_) lo = mid;
+    else hi = mid - 1;
+  }
+  const int64_t fits = lo;
+  if (o_.context_limit > 0 && std::min(o_.context_limit, model_limit) > fits)
+    fail("serve: --context ", o_.context_limit, " needs ", session_bytes(o_.context_limit, o_.context_limit),
+         " bytes of session memory, but the session budget is ", session_budget_, " bytes, which holds ", fits,
+         " positions (", K3Session::bytes_per_position(m_.config), " bytes each); lower --context or raise --session-budget-mb");
+  context_limit_ = o_.context_limit > 0 ? std::min(o_.context_limit, model_limit) : fits;
+  if (context_limit_ < 2)
+    fail("serve: the session budget of ", session_budget_, " bytes holds ", fits,
+         " positions, too few for a prompt and one token (--session-budget-mb, --cache-gb)");
+}
+
+uint64_t GenerationService::session_bytes(int64_t positions, int64_t prompt) const {
+  const K3Config& c = m_.config;
+  const int64_t group = std::min<int64_t>(prompt, prefill_group_rows(c, o_.prefill_chunk, prompt));
+  return K3Session::fixed_bytes(c) + K3Session::bytes_per_position(c) * static_cast<uint64_t>(std::max<int64_t>(positions, 0)) +
+         prefill_row_bytes(c) * static_cast<uint64_t>(std::max<int64_t>(group, 0));
+}
+
+GenerationService::Progress GenerationService::progress() const {
+  Progress p;
+  const int phase = phase_.load();
+  p.phase = phase == 1 ? "prefill" : phase == 2 ? "decode" : "idle";
+  p.prompt_tokens = prompt_tokens_.load();
+  p.prefill_done = prefill_done_.load();
+  p.generated = generated_.load();
+  return p;
+}
 
 PreparedPrompt GenerationService::prepare(const api::GenerationRequest& r) const {
   PreparedPrompt p;
@@ -50,8 +108,11 @@ PreparedPrompt GenerationService::prepare(const api::GenerationRequest& r) const
   const int64_t limit = context_limit();
   if (n >= limit)
     throw ApiError(400,
-                   "This model's maximum context length is " + std::to_string(limit) + " tokens; the prompt has " +
-                       std::to_string(n) + " tokens, leaving no room to generate",
+                   cat("This server's maximum context length is ", limit, " tokens; the prompt has ", n,
+                       " tokens, leaving no room to generate. Its session would need ", session_bytes(n + 1, n),
+                       " bytes of memory; the session budget is ", session_budget_, " bytes (",
+                       K3Session::bytes_per_position(m_.config), " per position; the model's own limit is ",
+                       m_.config.max_position_embeddings, " tokens)"),
                    p.chat ? "messages" : "prompt", "context_length_exceeded");
   p.max_new = std::min(r.max_tokens.value_or(o_.max_tokens_ceiling), limit - n);
   return p;
@@ -75,6 +136,14 @@ Outcome GenerationService::run(const PreparedPrompt& p, const std::function<bool
   const int64_t n = out.prompt_tokens;
   const int64_t reused = cache_.restore(p.tokens, session);
   out.cached_tokens = reused;
+  prompt_tokens_.store(n);
+  prefill_done_.store(reused);
+  generated_.store(0);
+  phase_.store(1);
+  struct Idle {
+    std::atomic<int>& phase;
+    ~Idle() { phase.store(0); }
+  } idle_at_end{phase_};
 
   // Prefill layer-major (slices of prefill_chunk rows) up to n-1, snapshot
   // there (the point a repeat of this prompt restores to), then the last
@@ -87,12 +156,16 @@ Outcome GenerationService::run(const PreparedPrompt& p, const std::function<bool
     if (drafter) drafter->committed(model.captured(), rows);
   };
   if (!head.empty() &&
-      (stop_now() || prefill(model, session, head, o_.prefill_chunk, nullptr, stop_now, tell_drafter).T == 0))
+      (stop_now() || prefill(model, session, head, o_.prefill_chunk, nullptr, stop_now, tell_drafter, 0,
+                             [&](int64_t done) { prefill_done_.store(reused + done); })
+                             .T == 0))
     return out.finish = Finish::Cancelled, out;
   if (n > 1) boundaries.push_back(session.snapshot());
   if (stop_now()) return out.finish = Finish::Cancelled, out;
   Rows logits = model.forward(session, all.last(1), false);
   tell_drafter(1);
+  prefill_done_.store(n);
+  phase_.store(2);
   out.prefill_seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
   {
     std::lock_guard lock(totals_mu_);
@@ -123,6 +196,7 @@ Outcome GenerationService::run(const PreparedPrompt& p, const std::function<bool
         break;
       }
       ++out.completion_tokens;
+      generated_.store(out.completion_tokens);
       if (o_.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o_.step_delay_ms));
       if (!on_token(next)) {
         out.finish = Finish::Stopped;

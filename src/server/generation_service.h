@@ -27,8 +27,9 @@ struct ServiceOptions {
   int64_t max_tokens_ceiling = 4096;   // --max-tokens: the most a request may ask for
   size_t prompt_cache_entries = 4;     // --prompt-cache-slots
   uint64_t prompt_cache_bytes = 1ull << 30;  // --prompt-cache-mb
-  int64_t context_limit = 0;           // --context: positions a session may hold; 0 = the model's max_position_embeddings
-  int64_t prefill_chunk = 64;          // rows per prefill slice (engine/prefill.h; a cancel is noticed before every layer)
+  int64_t context_limit = 0;           // --context: positions a session may hold; 0 = what the session budget holds
+  uint64_t session_budget_bytes = 0;   // --session-budget-mb: RAM for the running request's session; 0 = derived (below)
+  int64_t prefill_chunk = 64;          // rows per prefill slice (engine/prefill.h)
   int step_delay_ms = 0;               // tests only (DELTAFIN_SERVE_STEP_DELAY_MS): sleep per token
   std::string draft = "auto";          // --draft: the drafter for every request (spec/drafter_factory.h)
   std::string dspark_dir, draft_model_dir;  // --dspark, --draft-model: what "auto" may choose from
@@ -53,13 +54,23 @@ struct Outcome {
   std::string drafter;  // the drafter this request used ("none" = plain decoding)
 };
 
+// Admission by cost. A request's session (the KDA state, the MLA caches of
+// every position, a prefill pass's activations) must fit the session budget:
+// by default 80 % of the RAM left once the spine, the expert cache, the pinned
+// experts and the prompt cache have theirs (store runs: the memory plan's
+// figures; resident runs: what is available after loading). The context
+// limit defaults to the most positions that budget holds (and never more
+// than the model's max_position_embeddings); a --context above it is refused
+// at start, naming both numbers.
 class GenerationService {
 public:
+  // Throws deltafin::Error when --context needs more than the session budget.
   GenerationService(LoadedK3& model, ServiceOptions options, const std::atomic<bool>* shutdown);
 
   // Tokens of the request (chat template or raw text or ids) and its token
   // budget. Throws api::ApiError: 400 when the chat does not render or the
-  // prompt does not fit the context.
+  // prompt does not fit the context (the message gives the prompt's tokens
+  // and session bytes against the context limit and the session budget).
   PreparedPrompt prepare(const api::GenerationRequest& request) const;
 
   // Generates. on_token(id) gets each new token and returns false to stop
@@ -70,10 +81,17 @@ public:
 
   const Tokenizer& tokenizer() const { return *m_.tokenizer; }
   const K3Config& config() const { return m_.config; }
-  int64_t context_limit() const {
-    const int64_t model = m_.config.max_position_embeddings;
-    return o_.context_limit > 0 ? std::min(o_.context_limit, model) : model;
-  }
+  int64_t context_limit() const { return context_limit_; }
+  uint64_t session_budget_bytes() const { return session_budget_; }
+  // Session bytes of a request: `positions` held, `prompt` of them prefilled now.
+  uint64_t session_bytes(int64_t positions, int64_t prompt) const;
+
+  // What the running request is doing, for /health.
+  struct Progress {
+    std::string phase = "idle";  // "idle", "prefill", "decode"
+    int64_t prompt_tokens = 0, prefill_done = 0, generated = 0;
+  };
+  Progress progress() const;
   int64_t max_tokens_ceiling() const { return o_.max_tokens_ceiling; }
   std::string draft() const { return drafters_.describe(); }
 
@@ -101,6 +119,10 @@ private:
 
   LoadedK3& m_;
   ServiceOptions o_;
+  uint64_t session_budget_ = 0;
+  int64_t context_limit_ = 0;
+  std::atomic<int> phase_{0};  // 0 idle, 1 prefill, 2 decode
+  std::atomic<int64_t> prompt_tokens_{0}, prefill_done_{0}, generated_{0};
   const std::atomic<bool>* shutdown_;
   PromptCache cache_;
   DrafterFactory drafters_;  // loaded once; each request gets its own drafter

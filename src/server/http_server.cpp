@@ -1,8 +1,5 @@
 #include "server/http_server.h"
 
-#include <httplib.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,7 +8,6 @@
 
 #include "server/api/openai_format.h"
 #include "server/api/turn_text.h"
-#include "server/peer_socket.h"
 #include "util/error.h"
 
 namespace deltafin {
@@ -30,11 +26,15 @@ std::string lower(std::string s) {
   return s;
 }
 
+// Every JSON the server writes: invalid UTF-8 (which validation keeps out)
+// would become U+FFFD rather than an exception.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 // "application/json", optionally with parameters ("; charset=utf-8").
 bool is_json_content_type(const std::string& value) {
   std::string v = lower(value);
   v = v.substr(0, v.find(';'));
-  while (!v.empty() && v.back() == ' ') v.pop_back();
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.pop_back();
   return v == "application/json";
 }
 
@@ -43,164 +43,29 @@ const char* finish_reason(Finish f, bool stopped_by_string) {
   return "length";
 }
 
+const char* error_type(int status) {
+  switch (status) {
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 429: return "rate_limit_error";
+    default: return status >= 500 ? "server_error" : "invalid_request_error";
+  }
+}
+
+// The generation routes wait for their turn (minutes, behind a long prompt):
+// they get the slow lane, everything else the quick one.
+bool is_generation_route(const http::Request& r) {
+  return r.method == "POST" && (r.path == "/v1/chat/completions" || r.path == "/v1/completions");
+}
+
 // One admitted generation request: what it asked for and how to answer.
 struct Job {
   api::GenerationRequest request;
   PreparedPrompt prompt;
   api::ResponseHead head;
   std::unique_ptr<Admission::Ticket> ticket;
-  std::unique_ptr<PeerSocket> peer;
 };
 
-}  // namespace
-
-ApiServer::ApiServer(GenerationService& service, ServerOptions options)
-    : service_(service), o_(std::move(options)), admission_(o_.queue), http_(std::make_unique<httplib::Server>()) {
-  limits_.model_ids = {o_.model_name};
-  limits_.max_tokens_ceiling = service_.max_tokens_ceiling();
-  limits_.vocab_size = static_cast<uint32_t>(service_.config().vocab_size);
-  started_ = unix_now();
-  const size_t threads = o_.http_threads > 0 ? o_.http_threads : o_.queue + 32;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http_->set_payload_max_length(o_.max_request_bytes);
-  http_->set_keep_alive_timeout(5);
-  http_->set_tcp_nodelay(true);  // no Nagle: small responses and SSE events go out at once, not after a delayed ACK
-  // httplib's default options set SO_REUSEPORT, with which a second server
-  // binds a port another is already listening on and the kernel splits the
-  // clients between them: SO_REUSEADDR only (a restart may take a port in
-  // TIME_WAIT; a busy one is an error). The socket is kept to widen the
-  // listen backlog in bind().
-  http_->set_socket_options([this](int sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    listen_fd_ = sock;
-  });
-  routes();
-}
-
-ApiServer::~ApiServer() = default;
-
-int ApiServer::bind() {
-  int port = o_.port;
-  if (port == 0) {
-    port = http_->bind_to_any_port(o_.host);
-    if (port < 0) fail("serve: cannot bind ", o_.host, " to any port");
-  } else if (!http_->bind_to_port(o_.host, port)) {
-    fail("serve: cannot listen on ", o_.host, ":", port, " (in use, or not an address of this machine?)");
-  }
-  // httplib listens with a backlog of 5: a burst of clients connecting at
-  // once had SYNs dropped and waited a second (the SYN retransmit) to connect.
-  if (listen_fd_ >= 0) ::listen(listen_fd_, SOMAXCONN);
-  return port;
-}
-
-void ApiServer::serve() { http_->listen_after_bind(); }
-void ApiServer::stop() { http_->stop(); }
-
-void ApiServer::send_error(httplib::Response& res, const ApiError& e) const {
-  res.status = e.status;
-  res.set_content(e.body().dump(), "application/json");
-}
-
-double ApiServer::retry_after_seconds() const {
-  const auto c = admission_.counts();
-  return std::max(1.0, std::ceil(seconds_per_request_.load() * static_cast<double>(c.waiting + 1)));
-}
-
-void ApiServer::check_auth(const httplib::Request& req) const {
-  if (o_.api_key.empty()) return;
-  const std::string got = req.get_header_value("Authorization");
-  if (got == "Bearer " + o_.api_key) return;
-  throw ApiError(401,
-                 got.empty() ? "No API key: send the header 'Authorization: Bearer <key>'"
-                             : "Incorrect API key in the Authorization header",
-                 "", "invalid_api_key", "invalid_request_error");
-}
-
-void ApiServer::routes() {
-  auto& h = *http_;
-  // Authentication before anything else, for every /v1 route.
-  h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-    try {
-      check_auth(req);
-    } catch (const ApiError& e) {
-      send_error(res, e);
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  // Errors httplib produces itself (no route, body too large, bad request
-  // line) get an OpenAI-shaped body; responses we already filled are kept.
-  h.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    std::string msg = "HTTP " + std::to_string(res.status);
-    std::string code, type = "invalid_request_error";
-    if (res.status == 404) msg = "Unknown endpoint: " + req.method + " " + req.path, code = "unknown_endpoint", type = "not_found_error";
-    if (res.status == 413)
-      msg = "The request body is larger than the server's limit of " + std::to_string(o_.max_request_bytes) +
-            " bytes (--max-request-bytes)",
-      code = "request_too_large";
-    if (res.status == 400) msg = "Malformed HTTP request", code = "bad_request";
-    send_error(res, ApiError(res.status, msg, "", code, type));
-  });
-  h.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown error";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    send_error(res, ApiError(500, "Internal error: " + what, "", "internal_error", "server_error"));
-  });
-  if (o_.log_requests)
-    h.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-      std::fprintf(stderr, "serve: %s %s -> %d\n", req.method.c_str(), req.path.c_str(), res.status);
-    });
-
-  h.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    const auto c = admission_.counts();
-    const auto t = service_.totals();
-    json j = {{"status", "ok"},
-              {"model", o_.model_name},
-              {"generating", c.active},
-              {"waiting", c.waiting},
-              {"refused", c.refused},
-              {"requests", t.requests},
-              {"prefill_positions", t.prefill_positions},
-              {"reused_positions", t.reused_positions},
-              {"generated_tokens", t.generated_tokens},
-              {"speculation", {{"drafter", service_.draft()}, {"rounds", t.spec_rounds}, {"drafted", t.spec_drafted}, {"accepted", t.spec_accepted}}},
-              {"prompt_cache", {{"entries", t.cache_entries}, {"bytes", t.cache_bytes}}}};
-    res.set_content(j.dump(), "application/json");
-  });
-  h.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(api::models_list({o_.model_name}, started_).dump(), "application/json");
-  });
-  h.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-    const std::string id = req.matches[1];
-    if (id != o_.model_name)
-      return send_error(res, ApiError(404, "The model '" + id + "' does not exist; this server serves: " + o_.model_name,
-                                      "model", "model_not_found", "not_found_error"));
-    res.set_content(api::models_list({o_.model_name}, started_)["data"][0].dump(), "application/json");
-  });
-  h.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    handle_generation(api::Endpoint::Chat, req, res);
-  });
-  h.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    handle_generation(api::Endpoint::Completion, req, res);
-  });
-  for (const char* path : {"/v1/chat/completions", "/v1/completions"})
-    h.Get(path, [this](const httplib::Request& req, httplib::Response& res) {
-      send_error(res, ApiError(405, "Use POST for " + req.path, "", "method_not_allowed"));
-    });
-}
-
-namespace {
-
-// Runs one admitted job, handing what it shows to `emit` as it comes and
-// returning the finished response's parts. `gone` says the client left.
 struct JobResult {
   Outcome outcome;
   std::string reasoning, content;
@@ -208,11 +73,14 @@ struct JobResult {
   int64_t reasoning_tokens = 0;
 };
 
+// Runs one admitted job, handing what it shows to `emit` as it comes. `gone`
+// says the client left or the server stops; either ends the job as Cancelled.
 JobResult run_job(GenerationService& service, const Job& job, const std::function<bool(const api::OutputDelta&)>& emit,
                   const std::function<bool()>& gone) {
   JobResult r;
   api::TurnText text(service.tokenizer(), job.prompt.chat, job.prompt.thinking, job.request.stop);
-  bool emit_failed = false;
+  bool emit_failed = false, left = false;
+  auto cancelled = [&] { return emit_failed || (left = left || gone()); };
   auto show = [&](const api::OutputDelta& d) {
     if (d.empty()) return;
     r.reasoning += d.reasoning;
@@ -224,13 +92,13 @@ JobResult run_job(GenerationService& service, const Job& job, const std::functio
       [&](uint32_t id) {
         show(text.push(id));
         if (text.stopped()) return false;
-        return !emit_failed && !gone();
+        return !cancelled();
       },
-      [&] { return emit_failed || gone(); });
-  if (!text.stopped() && r.outcome.finish != Finish::Cancelled) show(text.finish());
-  r.stopped_by_string = text.stopped();
+      cancelled);
+  if (!text.stopped() && r.outcome.finish != Finish::Cancelled && !emit_failed && !left) show(text.finish());
+  r.stopped_by_string = text.stopped() && !emit_failed && !left;
   r.reasoning_tokens = text.reasoning_tokens();
-  if (emit_failed) r.outcome.finish = Finish::Cancelled;
+  if (emit_failed || left) r.outcome.finish = Finish::Cancelled;  // a stop for a gone client is a cancel, always
   return r;
 }
 
@@ -243,19 +111,165 @@ api::Usage usage_of(const JobResult& r) {
   return u;
 }
 
-// Waits for the job's turn, then streams it as server-sent events. False
-// when the client left (httplib then closes the connection).
-bool stream_job(GenerationService& service, Job& job, bool chat, httplib::DataSink& sink,
-                const std::function<void(const Job&, const JobResult&)>& record) {
+ApiError shutting_down() {
+  return ApiError(503, "The server is shutting down; the request was not completed", "", "shutting_down",
+                  "server_error");
+}
+
+}  // namespace
+
+ApiServer::ApiServer(GenerationService& service, ServerOptions options)
+    : service_(service), o_(std::move(options)), admission_(o_.queue) {
+  limits_.model_ids = {o_.model_name};
+  limits_.max_tokens_ceiling = service_.max_tokens_ceiling();
+  limits_.vocab_size = static_cast<uint32_t>(service_.config().vocab_size);
+  started_ = unix_now();
+  http::LoopOptions lo;
+  lo.request.max_body_bytes = o_.max_request_bytes;
+  lo.header_timeout = std::chrono::milliseconds(o_.header_timeout_ms);
+  lo.body_timeout = std::chrono::milliseconds(o_.body_timeout_ms);
+  lo.idle_timeout = std::chrono::milliseconds(o_.idle_timeout_ms);
+  lo.max_connections = o_.max_connections;
+  // All connections together may hold a few full-size bodies at once, and
+  // never less than 64 MiB.
+  lo.max_buffered_bytes = std::max<uint64_t>(64ull << 20, 4 * o_.max_request_bytes);
+  lo.slow_threads = o_.http_threads > 0 ? o_.http_threads : o_.queue + 4;
+  lo.log = o_.log_requests;
+  loop_ = std::make_unique<http::ConnectionLoop>(
+      lo, [this](http::Exchange& ex) { handle(ex); }, is_generation_route,
+      [](int status, const std::string& message, const std::string& code) {
+        return dump(ApiError(status, message, "", code, error_type(status)).body());
+      });
+}
+
+ApiServer::~ApiServer() = default;
+
+int ApiServer::bind() { return loop_->bind(o_.host, o_.port); }
+void ApiServer::serve() { loop_->run(); }
+void ApiServer::stop() {
+  stopping_.store(true);
+  loop_->stop();
+}
+
+void ApiServer::send_json(http::Exchange& ex, int status, const json& body, const http::Headers& extra) const {
+  ex.respond(status, "application/json", dump(body), extra);
+}
+
+void ApiServer::send_error(http::Exchange& ex, const ApiError& e, const http::Headers& extra) const {
+  send_json(ex, e.status, e.body(), extra);
+}
+
+double ApiServer::retry_after_seconds() const {
+  const auto c = admission_.counts();
+  return std::max(1.0, std::ceil(seconds_per_request_.load() * static_cast<double>(c.waiting + 1)));
+}
+
+void ApiServer::check_auth(const http::Request& req) const {
+  if (o_.api_key.empty()) return;
+  const std::optional<std::string> got = req.header("Authorization");
+  if (got && *got == "Bearer " + o_.api_key) return;
+  throw ApiError(401,
+                 !got ? "No API key: send the header 'Authorization: Bearer <key>'"
+                      : "Incorrect API key in the Authorization header",
+                 "", "invalid_api_key", "authentication_error");
+}
+
+// Every request ends here: whatever a route throws becomes an OpenAI error,
+// and nothing escapes to the loop.
+void ApiServer::handle(http::Exchange& ex) {
+  try {
+    route(ex);
+  } catch (const ApiError& e) {
+    send_error(ex, e);
+  } catch (const std::exception& e) {
+    send_error(ex, ApiError(500, "Internal error: " + http::printable(e.what(), 400), "", "internal_error",
+                            "server_error"));
+  }
+  if (o_.log_requests)
+    std::fprintf(stderr, "serve: %s %s %s -> %d\n", ex.peer().c_str(), ex.request().method.c_str(),
+                 http::printable(ex.request().path).c_str(), ex.status());
+}
+
+void ApiServer::route(http::Exchange& ex) {
+  const http::Request& req = ex.request();
+  const std::string& path = req.path;
+  const bool get = req.method == "GET" || req.method == "HEAD";
+  if (path == "/health") {
+    if (!get) throw ApiError(405, "Use GET for /health", "", "method_not_allowed");
+    return handle_health(ex);
+  }
+  if (path.rfind("/v1/", 0) == 0) check_auth(req);
+  if (path == "/v1/models") {
+    if (!get) throw ApiError(405, "Use GET for /v1/models", "", "method_not_allowed");
+    return send_json(ex, 200, api::models_list({o_.model_name}, started_));
+  }
+  if (path.rfind("/v1/models/", 0) == 0) {
+    if (!get) throw ApiError(405, "Use GET for /v1/models/{id}", "", "method_not_allowed");
+    const std::string id = path.substr(11);  // decoded and valid UTF-8 (request_parser.h)
+    if (id != o_.model_name)
+      throw ApiError(404, "The model '" + http::printable(id, 120) + "' does not exist; this server serves: " + o_.model_name,
+                     "model", "model_not_found", "not_found_error");
+    return send_json(ex, 200, api::models_list({o_.model_name}, started_)["data"][0]);
+  }
+  for (const auto& [route_path, endpoint] :
+       {std::pair{"/v1/chat/completions", api::Endpoint::Chat}, std::pair{"/v1/completions", api::Endpoint::Completion}}) {
+    if (path != route_path) continue;
+    if (req.method != "POST") throw ApiError(405, "Use POST for " + path, "", "method_not_allowed");
+    return handle_generation(endpoint, ex);
+  }
+  throw ApiError(404, "Unknown endpoint: " + http::printable(req.method, 20) + " " + http::printable(path, 200), "",
+                 "unknown_endpoint", "not_found_error");
+}
+
+void ApiServer::handle_health(http::Exchange& ex) {
+  const auto c = admission_.counts();
+  const auto t = service_.totals();
+  const GenerationService::Progress p = service_.progress();
+  const auto s = loop_->stats();
+  json current = {{"phase", p.phase}};
+  if (p.phase != "idle") {
+    current["prompt_tokens"] = p.prompt_tokens;
+    current["prefill_done"] = p.prefill_done;
+    current["generated_tokens"] = p.generated;
+  }
+  json j = {{"status", stopping_.load() ? "stopping" : "ok"},
+            {"model", o_.model_name},
+            {"context_limit", service_.context_limit()},
+            {"session_budget_bytes", service_.session_budget_bytes()},
+            {"current", current},
+            {"generating", c.active},
+            {"waiting", c.waiting},
+            {"queue_limit", o_.queue},
+            {"refused", c.refused},
+            {"requests", t.requests},
+            {"prefill_positions", t.prefill_positions},
+            {"reused_positions", t.reused_positions},
+            {"generated_tokens", t.generated_tokens},
+            {"speculation", {{"drafter", service_.draft()}, {"rounds", t.spec_rounds}, {"drafted", t.spec_drafted}, {"accepted", t.spec_accepted}}},
+            {"prompt_cache", {{"entries", t.cache_entries}, {"bytes", t.cache_bytes}}},
+            {"connections", {{"open", s.open}, {"accepted", s.accepted}, {"refused", s.refused}, {"timeouts", s.timeouts},
+                             {"protocol_errors", s.protocol_errors}, {"buffered_bytes", s.buffered_bytes}}}};
+  send_json(ex, 200, j);
+}
+
+namespace {
+
+// Waits for the job's turn, then streams it as server-sent events.
+void stream_job(GenerationService& service, Job& job, bool chat, http::Exchange& ex,
+                const std::function<bool()>& stopping, const std::function<void(const Job&, const JobResult&)>& record) {
+  auto gone = [&] { return ex.peer_closed() || stopping(); };
+  if (!job.ticket->wait_turn(gone)) {
+    if (stopping()) throw shutting_down();
+    ex.abandon();  // the client left while waiting: nothing reaches it
+    return;
+  }
+  ex.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
   bool write_failed = false;
   auto write = [&](const std::string& s) {
-    if (!write_failed && !sink.write(s.data(), s.size())) write_failed = true;
+    if (!write_failed && !ex.write(s)) write_failed = true;
     return !write_failed;
   };
-  const PeerSocket* peer = job.peer.get();
-  auto gone = [&] { return write_failed || peer->closed(); };
-  if (!job.ticket->wait_turn(gone)) return false;
-  if (chat) write(api::sse_event(api::chat_chunk(job.head, {{"role", "assistant"}, {"content", ""}}, std::nullopt)));
+  if (chat) write(api::sse_event(api::chat_chunk(job.head, {{"role", "assistant"}, {"content", ""}, {"refusal", nullptr}}, std::nullopt)));
   JobResult r = run_job(
       service, job,
       [&](const api::OutputDelta& d) {
@@ -267,50 +281,40 @@ bool stream_job(GenerationService& service, Job& job, bool chat, httplib::DataSi
         }
         return !write_failed;
       },
-      gone);
+      [&] { return write_failed || gone(); });
   job.ticket->release();
   record(job, r);
   if (r.outcome.finish == Finish::Cancelled) {
-    if (!gone())
-      write(api::sse_event(ApiError(503, "The generation was cancelled: the server is shutting down", "", "cancelled",
-                                    "server_error")
-                               .body()));
-    return false;
+    if (stopping() && !ex.peer_closed()) write(api::sse_event(shutting_down().body()));
+    return;  // no end chunk: the stream is cut, so a client never mistakes it for a whole answer
   }
   const std::string reason = finish_reason(r.outcome.finish, r.stopped_by_string);
-  write(api::sse_event(chat ? api::chat_chunk(job.head, json::object(), reason)
-                            : api::text_chunk(job.head, "", reason)));
+  write(api::sse_event(chat ? api::chat_chunk(job.head, json::object(), reason) : api::text_chunk(job.head, "", reason)));
   if (job.request.include_usage) write(api::sse_event(api::usage_chunk(job.head, chat, usage_of(r))));
   write(api::sse_done());
-  sink.done();
-  return !write_failed;
+  ex.end_stream();
 }
 
 }  // namespace
 
-void ApiServer::handle_generation(api::Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
-  auto job = std::make_shared<Job>();
-  // Found first, while the client is surely still connected: a client that
-  // resets after taking its place in line could no longer be found by its
-  // address pair (getpeername fails), and would then never be seen leaving.
-  job->peer = std::make_unique<PeerSocket>(req.local_port, req.remote_addr, req.remote_port);
-  try {
-    const std::string ct = req.get_header_value("Content-Type");
-    if (!is_json_content_type(ct))
-      throw ApiError(415, "Content-Type must be application/json (got '" + ct + "')", "", "unsupported_media_type");
-    job->request = api::parse_request(endpoint, req.body, limits_);
-    job->prompt = service_.prepare(job->request);
-    job->ticket = admission_.try_enter();
-    if (!job->ticket) {
-      res.set_header("Retry-After", std::to_string(static_cast<int64_t>(retry_after_seconds())));
-      throw ApiError(429,
-                     "The server is busy: one request is generating and " + std::to_string(o_.queue) +
-                         " are waiting (--queue); retry later",
-                     "", "queue_full", "rate_limit_error");
-    }
-  } catch (const ApiError& e) {
-    return send_error(res, e);
-  }
+void ApiServer::handle_generation(api::Endpoint endpoint, http::Exchange& ex) {
+  const http::Request& req = ex.request();
+  auto job = std::make_unique<Job>();
+  const std::string ct = req.header("Content-Type").value_or("");
+  if (!is_json_content_type(ct))
+    throw ApiError(415, "Content-Type must be application/json (got '" + http::printable(ct, 80) + "')", "",
+                   "unsupported_media_type");
+  if (stopping_.load()) throw shutting_down();
+  job->request = api::parse_request(endpoint, req.body, limits_);
+  job->prompt = service_.prepare(job->request);
+  job->ticket = admission_.try_enter();
+  if (!job->ticket)
+    return send_error(ex,
+                      ApiError(429,
+                               "The server is busy: one request is generating and " + std::to_string(o_.queue) +
+                                   " are waiting (--queue); retry later",
+                               "", "queue_full", "rate_limit_error"),
+                      {{"Retry-After", std::to_string(static_cast<int64_t>(retry_after_seconds()))}});
   const bool chat = endpoint == api::Endpoint::Chat;
   job->head.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(started_) + "-" + std::to_string(next_id_++);
   job->head.created = unix_now();
@@ -325,37 +329,26 @@ void ApiServer::handle_generation(api::Endpoint endpoint, const httplib::Request
                    static_cast<long long>(r.outcome.completion_tokens),
                    r.outcome.finish == Finish::Cancelled ? "cancelled" : finish_reason(r.outcome.finish, r.stopped_by_string), s);
   };
+  auto stopping = [this] { return stopping_.load(); };
 
-  if (!job->request.stream) {
-    const PeerSocket* peer = job->peer.get();
-    if (!job->ticket->wait_turn([peer] { return peer->closed(); })) return;  // client left while waiting
-    JobResult r = run_job(service_, *job, [](const api::OutputDelta&) { return true; }, [peer] { return peer->closed(); });
-    job->ticket->release();
-    record(*job, r);
-    if (r.outcome.finish == Finish::Cancelled)
-      return send_error(res, ApiError(503, "The generation was cancelled (server shutting down or client gone)", "",
-                                      "cancelled", "server_error"));
-    const std::string reason = finish_reason(r.outcome.finish, r.stopped_by_string);
-    json body = chat ? api::chat_completion(job->head, r.reasoning, r.content, reason, usage_of(r))
-                     : api::text_completion(job->head, r.content, reason, usage_of(r));
-    res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
-    return;
+  if (job->request.stream) return stream_job(service_, *job, chat, ex, stopping, record);
+
+  auto gone = [&] { return ex.peer_closed() || stopping(); };
+  if (!job->ticket->wait_turn(gone)) {
+    if (stopping()) throw shutting_down();
+    return ex.abandon();  // the client left while waiting
   }
-
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider("text/event-stream", [this, job, chat, record](size_t, httplib::DataSink& sink) {
-    // httplib runs this outside its exception handler: an error here ends
-    // the stream with an error event instead of the process.
-    try {
-      return stream_job(service_, *job, chat, sink, record);
-    } catch (const std::exception& e) {
-      const std::string event =
-          api::sse_event(ApiError(500, std::string("Internal error: ") + e.what(), "", "internal_error", "server_error").body());
-      sink.write(event.data(), event.size());
-      return false;
-    }
-  });
+  JobResult r = run_job(service_, *job, [](const api::OutputDelta&) { return true; }, gone);
+  job->ticket->release();
+  record(*job, r);
+  if (r.outcome.finish == Finish::Cancelled) {
+    if (stopping()) throw shutting_down();
+    return ex.abandon();  // client gone: nothing reaches it
+  }
+  const std::string reason = finish_reason(r.outcome.finish, r.stopped_by_string);
+  send_json(ex, 200,
+            chat ? api::chat_completion(job->head, r.reasoning, r.content, reason, usage_of(r))
+                 : api::text_completion(job->head, r.content, reason, usage_of(r)));
 }
 
 }  // namespace deltafin

@@ -1,6 +1,6 @@
 // `deltafin serve`: the OpenAI-compatible HTTP API over one loaded model.
 //
-//   GET  /health                 liveness, queue and prompt-cache figures (no key needed)
+//   GET  /health                 liveness, the current request's phase, the queue, connections (no key needed)
 //   GET  /v1/models              the one model, under its served name
 //   GET  /v1/models/{id}
 //   POST /v1/chat/completions    JSON or server-sent events (stream: true)
@@ -8,9 +8,11 @@
 //
 // One generation runs at a time; up to `queue` more wait in arrival order and
 // the rest get 429 with Retry-After. A client that goes away, while waiting or
-// while its tokens are made, is noticed (socket poll before each token, failed
-// writes) and its work stops within one token. Every error is OpenAI-shaped:
-// {"error": {"message", "type", "param", "code"}}.
+// while its prompt is prefilled or its tokens are made, is noticed (socket
+// poll, failed writes) and its work stops within about a second. Every error
+// is OpenAI-shaped: {"error": {"message", "type", "param", "code"}}, and every
+// kind of bad input — bytes, framing, sizes, fields — is a 4xx naming where.
+// The sockets, limits and deadlines are server/http/connection_loop.h's.
 #pragma once
 
 #include <atomic>
@@ -21,12 +23,7 @@
 #include "server/admission.h"
 #include "server/api/request.h"
 #include "server/generation_service.h"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
+#include "server/http/connection_loop.h"
 
 namespace deltafin {
 
@@ -37,7 +34,11 @@ struct ServerOptions {
   size_t queue = 8;                // requests that may wait behind the running one
   uint64_t max_request_bytes = 8ull << 20;
   std::string model_name;          // the id clients send as "model"
-  size_t http_threads = 0;         // 0 = queue + 32: every waiting client holds one
+  size_t http_threads = 0;         // generation workers; 0 = queue + 4 (each waiting client holds one)
+  size_t max_connections = 256;    // open connections at once (more get 503)
+  int64_t header_timeout_ms = 10'000;  // the whole header block, from its first byte
+  int64_t body_timeout_ms = 60'000;    // the whole body, from the end of the head
+  int64_t idle_timeout_ms = 10'000;    // a keep-alive connection waiting for its next request
   bool log_requests = true;        // one line per request on stderr
 };
 
@@ -50,21 +51,27 @@ public:
   int bind();
   // Serves until stop() (from any thread, e.g. a signal watcher).
   void serve();
+  // Graceful: stops accepting, cancels the running generation (within about
+  // a second of model time), answers queued requests 503, and serve()
+  // returns once every worker is done.
   void stop();
 
 private:
-  void routes();
-  void handle_generation(api::Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
-  void check_auth(const httplib::Request& req) const;
-  void send_error(httplib::Response& res, const api::ApiError& e) const;
+  void handle(http::Exchange& ex);
+  void route(http::Exchange& ex);
+  void handle_health(http::Exchange& ex);
+  void handle_generation(api::Endpoint endpoint, http::Exchange& ex);
+  void check_auth(const http::Request& req) const;
+  void send_json(http::Exchange& ex, int status, const nlohmann::json& body, const http::Headers& extra = {}) const;
+  void send_error(http::Exchange& ex, const api::ApiError& e, const http::Headers& extra = {}) const;
   double retry_after_seconds() const;
 
   GenerationService& service_;
   ServerOptions o_;
   api::RequestLimits limits_;
   Admission admission_;
-  std::unique_ptr<httplib::Server> http_;
-  int listen_fd_ = -1;  // the listening socket, once bind() made it
+  std::unique_ptr<http::ConnectionLoop> loop_;
+  std::atomic<bool> stopping_{false};
   int64_t started_ = 0;
   std::atomic<double> seconds_per_request_{1.0};  // moving average, for Retry-After
   std::atomic<uint64_t> next_id_{1};

@@ -53,6 +53,7 @@ void K3Model::attention_mla(int64_t layer, K3Session& s, const Rows& x, Rows& ou
   for (size_t t = 0; t < T; ++t) {
     const size_t n = base + t + 1;
     for (size_t h = 0; h < H; ++h) {
+      stop_if_cancelled();  // one row's heads over a long context are seconds of work
       attention(q.row(t) + h * dk, cache.keys.data() + h * dk, H * dk, cache.values.data() + h * dv, H * dv, n, dk, dv,
                 scale, scratch.data(), o.row(t) + h * dv);
     }

@@ -37,6 +37,20 @@ void K3Model::mix(const std::vector<const float*>& values, const std::vector<flo
     for (size_t i = 0; i < d; ++i) out[i] = out[i] + alpha[j] * values[j][i];
 }
 
+bool K3Model::cancel_requested() {
+  if (!shape_ || !shape_->cancelled) return false;
+  if (cancel_seen_) return true;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - cancel_polled_ < shape_->poll_interval) return false;
+  cancel_polled_ = now;
+  cancel_seen_ = shape_->cancelled();
+  return cancel_seen_;
+}
+
+void K3Model::stop_if_cancelled() {
+  if (cancel_requested()) throw PassCancelled{};
+}
+
 void K3Model::dense_mlp(const LayerWeights& w, const Rows& x, Rows& out, size_t slice_rows) {
   const size_t I = w.dense.gate.rows, S = slice_rows == 0 || slice_rows > x.T ? x.T : slice_rows;
   for (size_t r0 = 0; r0 < x.T; r0 += S) {
@@ -47,6 +61,7 @@ void K3Model::dense_mlp(const LayerWeights& w, const Rows& x, Rows& out, size_t 
     situ(g.v.data(), u.v.data(), g.v.size(), static_cast<float>(c_.situ_beta), static_cast<float>(c_.situ_linear_beta),
          hid.v.data());
     matmul(w.dense.down.view(), hid.v.data(), n, out.row(r0), pool_);
+    stop_if_cancelled();
   }
 }
 
@@ -75,6 +90,7 @@ void K3Model::attention_sliced(int64_t layer, K3Session& s, const Rows& x, Rows&
     if (kda) attention_kda(layer, s, xs, os);
     else attention_mla(layer, s, xs, os, r0);
     std::copy(os.v.begin(), os.v.end(), out.row(r0));
+    stop_if_cancelled();
   }
 }
 
@@ -117,11 +133,24 @@ Rows K3Model::forward(K3Session& session, std::span<const uint32_t> tokens, bool
     }
   };
 
+  // Cancellation inside a layer unwinds to here (PassCancelled, thrown only
+  // between whole units of work); the session is then part-way and the
+  // caller restores the snapshot it took.
+  struct PassGuard {
+    K3Model& m;
+    ~PassGuard() { m.shape_ = nullptr; }
+  } guard{*this};
+  shape_ = &shape;
+  cancel_seen_ = false;
+  cancel_polled_ = std::chrono::steady_clock::now();
+  try {
   for (int64_t i = 0; i < c_.num_hidden_layers; ++i) {
+    if (shape.on_layer) shape.on_layer(i);
     if (shape.cancelled && shape.cancelled()) {
       experts_.end_pass();
       return Rows();
     }
+    cancel_polled_ = std::chrono::steady_clock::now();
     const LayerWeights& lw = w_.layers[static_cast<size_t>(i)];
     if (anchors.empty())
       x_attn = h;
@@ -157,6 +186,11 @@ Rows K3Model::forward(K3Session& session, std::span<const uint32_t> tokens, bool
         for (size_t j = 0; j < d; ++j) captured_.row(t)[k * d + j] = bf16_to_f32(f32_to_bf16(h.row(t)[j]));
     }
   }
+  } catch (const PassCancelled&) {
+    experts_.end_pass();
+    return Rows();
+  }
+  shape_ = nullptr;
   session.advance(static_cast<int64_t>(T));
   experts_.end_pass();
 

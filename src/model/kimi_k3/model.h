@@ -3,6 +3,7 @@
 // T-position pass equals T one-position passes bit for bit.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -42,12 +43,19 @@ struct Route {
 // rows (0 = all rows at once), which bounds the per-slice scratch; the
 // experts of a layer are then asked for slice by slice, and a cache that
 // holds the layer's union reads each of them once. `cancelled`, if set, is
-// asked before every layer; when it returns true the pass is abandoned:
-// forward() returns empty Rows and the session is left part-way (the caller
-// restores the snapshot it took before the pass).
+// asked before every layer and, inside a layer, between slices, between the
+// experts of a slice and between the heads of every attention row, at most
+// once per kCancelPollInterval, so a stop is seen within about that much
+// model time even in one long layer of a huge prompt. When it returns true
+// the pass is abandoned: forward() returns empty Rows and the session is left
+// part-way (the caller restores the snapshot it took before the pass).
+// `on_layer`, if set, is told each layer's index as it starts (progress).
+inline constexpr std::chrono::microseconds kCancelPollInterval{20'000};
 struct PassShape {
   size_t slice_rows = 0;
   std::function<bool()> cancelled;
+  std::function<void(int64_t layer)> on_layer;
+  std::chrono::microseconds poll_interval = kCancelPollInterval;  // tests set 0: every poll asks
 };
 
 class K3Model {
@@ -92,6 +100,12 @@ private:
   void moe_rows(int64_t layer, const Rows& x, const Rows& zl, size_t r0, size_t n, Rows& out);
   Route route(const MoeWeights& w, const float* router_logits) const;
   void mix(const std::vector<const float*>& values, const std::vector<float>& s, float* out) const;
+  // Asks the pass's `cancelled` (throttled to kCancelPollInterval); true
+  // from then on once it said so. stop_if_cancelled() throws PassCancelled,
+  // which forward() catches: only ever called between whole units of work.
+  bool cancel_requested();
+  void stop_if_cancelled();
+  struct PassCancelled {};
 
   const K3Config& c_;
   const K3Weights& w_;
@@ -102,6 +116,9 @@ private:
   KdaLog* kda_log_ = nullptr;
   std::vector<int64_t> capture_layers_;
   Rows captured_;
+  const PassShape* shape_ = nullptr;  // during forward() only
+  bool cancel_seen_ = false;
+  std::chrono::steady_clock::time_point cancel_polled_{};
 };
 
 // The k experts of highest choice score, descending, ties to the lower id (§7.7).

@@ -66,7 +66,10 @@ void K3Model::moe(int64_t layer, const Rows& x, Rows& out, size_t slice_rows) {
       if (used[e]) union_experts.push_back(static_cast<int64_t>(e));
     experts_.begin_layer(layer, union_experts, slices);
   }
-  for (size_t r0 = 0; r0 < T; r0 += S) moe_rows(layer, x, zl, r0, std::min(S, T - r0), out);
+  for (size_t r0 = 0; r0 < T; r0 += S) {
+    moe_rows(layer, x, zl, r0, std::min(S, T - r0), out);
+    stop_if_cancelled();
+  }
 }
 
 // Rows [r0, r0 + n) of the MoE output: their routed experts (each fetched once
@@ -93,6 +96,9 @@ void K3Model::moe_rows(int64_t layer, const Rows& x, const Rows& zl, size_t r0, 
   std::vector<float> expert_out(n * k * lat);  // [row][slot][lat]
   const uint64_t w1 = mid * lat / 2, s1 = mid * lat / 32, w2 = lat * mid / 2, s2 = lat * mid / 32;
   experts_.for_each_ready(layer, needed, [&](size_t index, const uint8_t* p) {
+    // Cancelled: the source still hands over every expert (its reads land),
+    // but none is computed; the pass unwinds right after.
+    if (cancel_requested()) return;
     const auto& rows = *needed_rows[index];
     WeightView W1{WeightType::MXFP4, mid, lat, p, p + w1};
     WeightView W2{WeightType::MXFP4, lat, mid, p + w1 + s1, p + w1 + s1 + w2};
@@ -107,6 +113,8 @@ void K3Model::moe_rows(int64_t layer, const Rows& x, const Rows& zl, size_t r0, 
     for (size_t j = 0; j < m; ++j)
       std::copy(y.row(j), y.row(j) + lat, expert_out.data() + (rows[j].first * k + rows[j].second) * lat);
   });
+
+  stop_if_cancelled();
 
   // r = sum_i out_i * w_i in the decided order: each product rounded, then added.
   Rows r(n, lat), routed(n, d);

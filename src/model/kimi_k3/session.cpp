@@ -58,4 +58,20 @@ uint64_t K3Session::bytes() const {
   return n;
 }
 
+uint64_t K3Session::fixed_bytes(const K3Config& c) {
+  const uint64_t D = static_cast<uint64_t>(c.kda_dim()), kernel = static_cast<uint64_t>(c.short_conv_kernel_size);
+  const uint64_t K = static_cast<uint64_t>(c.kda_head_dim), H = static_cast<uint64_t>(c.kda_num_heads);
+  uint64_t kda_layers = 0;
+  for (LayerKind k : c.layer_kinds) kda_layers += k == LayerKind::KDA;
+  return kda_layers * (3 * D * kernel + H * K * K) * sizeof(float);
+}
+
+uint64_t K3Session::bytes_per_position(const K3Config& c) {
+  const uint64_t H = static_cast<uint64_t>(c.num_attention_heads);
+  const uint64_t dk = static_cast<uint64_t>(c.qk_nope_head_dim + c.qk_rope_head_dim), dv = static_cast<uint64_t>(c.v_head_dim);
+  uint64_t mla_layers = 0;
+  for (LayerKind k : c.layer_kinds) mla_layers += k != LayerKind::KDA;
+  return mla_layers * H * (dk + dv) * sizeof(float);
+}
+
 }  // namespace deltafin

@@ -45,6 +45,12 @@ public:
   void reset();
   uint64_t bytes() const;
 
+  // What a session of `positions` positions holds, without making one: the
+  // fixed KDA state plus, per position, every MLA layer's cached K and V.
+  // Admission (server) and the context default check requests against it.
+  static uint64_t fixed_bytes(const K3Config& config);
+  static uint64_t bytes_per_position(const K3Config& config);
+
 private:
   void cut_mla(int64_t length);  // also sets length_
 

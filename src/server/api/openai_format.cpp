@@ -24,7 +24,8 @@ json usage_json(const Usage& u) {
 
 json chat_completion(const ResponseHead& h, const std::string& reasoning, const std::string& content,
                      const std::string& finish_reason, const Usage& usage) {
-  json message = {{"role", "assistant"}, {"content", content}};
+  // refusal: null, as OpenAI sends it (the SDKs type it string | null): the model never refuses out of band.
+  json message = {{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
   if (!reasoning.empty()) message["reasoning_content"] = reasoning;
   return {{"id", h.id},
           {"object", "chat.completion"},
