@@ -137,7 +137,7 @@ const Json* find_field(const Json& object, const char* key) {
 
 const char* kind(const Json* v) { return v ? v->type_name() : "nothing"; }
 
-// §9.1 content: string -> one segment; array -> each text part; null -> nothing.
+// §9.1 content: string -> one segment; array -> its text parts joined into one; null -> nothing.
 void write_content(SegmentWriter& w, const Json& message, const std::string& path) {
   const std::string field = path + ".content";
   const Json* content = find_field(message, "content");
@@ -149,6 +149,9 @@ void write_content(SegmentWriter& w, const Json& message, const std::string& pat
   if (!content->is_array()) {
     fail(field, ": expected string, array of text parts or null, got ", content->type_name());
   }
+  // The parts are one text: ["Hello ", "there"] tokenises as "Hello there"
+  // (a boundary between parts must not become a token boundary).
+  std::string joined;
   for (size_t i = 0; i < content->size(); ++i) {
     const Json& part = (*content)[i];
     const std::string part_field = cat(field, "[", i, "]");
@@ -163,8 +166,9 @@ void write_content(SegmentWriter& w, const Json& message, const std::string& pat
     }
     const Json* text = find_field(part, "text");
     if (!text || !text->is_string()) fail(part_field, ".text: expected string, got ", kind(text));
-    w.text(text->get_ref<const std::string&>());
+    joined += text->get_ref<const std::string&>();
   }
+  w.text(joined);
 }
 
 // `name` only when truthy (§9.2), for user, system and assistant.

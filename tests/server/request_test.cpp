@@ -62,7 +62,24 @@ std::vector<Bad> bad_cases() {
       {"null body", C, "null", 400, "", "invalid_type", "but got null"},
       // Fields: known lists, per endpoint.
       {"unknown field", C, chat(R"("foo":1)"), 400, "foo", "unknown_field", "Unrecognized request argument supplied: foo"},
-      {"unknown field null", C, chat(R"("frequency_penalty":null)"), 400, "frequency_penalty", "unknown_field", "frequency_penalty"},
+      {"unknown field null", C, chat(R"("best_of_n":null)"), 400, "best_of_n", "unknown_field", "best_of_n"},
+      // Standard parameters at non-neutral values: refused naming the field.
+      {"frequency_penalty", C, chat(R"("frequency_penalty":0.5)"), 400, "frequency_penalty", "unsupported_value",
+       "frequency_penalty must be 0 or omitted"},
+      {"presence_penalty", P, comp(R"("presence_penalty":-1)"), 400, "presence_penalty", "unsupported_value",
+       "presence_penalty must be 0 or omitted"},
+      {"presence_penalty out of range", C, chat(R"("presence_penalty":3)"), 400, "presence_penalty", "invalid_value",
+       "from -2 to 2"},
+      {"frequency_penalty string", C, chat(R"("frequency_penalty":"0")"), 400, "frequency_penalty", "invalid_type", ""},
+      {"logit_bias", C, chat(R"("logit_bias":{"50256":-100})"), 400, "logit_bias.50256", "unsupported_value",
+       "only an empty object"},
+      {"logit_bias array", P, comp(R"("logit_bias":[])"), 400, "logit_bias", "invalid_type", ""},
+      {"store true", C, chat(R"("store":true)"), 400, "store", "unsupported_value", "store must be false"},
+      {"store on completion", P, comp(R"("store":false)"), 400, "store", "unknown_field", ""},
+      {"metadata number", C, chat(R"("metadata":{"a":1})"), 400, "metadata.a", "invalid_type", "a string"},
+      {"top_logprobs", C, chat(R"("top_logprobs":3)"), 400, "top_logprobs", "unsupported_value", "top_logprobs must be 0"},
+      {"service_tier flex", C, chat(R"("service_tier":"flex")"), 400, "service_tier", "unsupported_value", "one tier"},
+      {"modalities audio", C, chat(R"("modalities":["text","audio"])"), 400, "modalities[1]", "unsupported_value", ""},
       {"prompt on chat", C, chat(R"("prompt":"x")"), 400, "prompt", "unknown_field", "supplied: prompt"},
       {"echo on chat", C, chat(R"("echo":false)"), 400, "echo", "unknown_field", "echo"},
       {"messages on completion", P, comp(R"("messages":[])"), 400, "messages", "unknown_field", "messages"},
@@ -129,8 +146,8 @@ std::vector<Bad> bad_cases() {
       {"logprobs true on completion", P, comp(R"("logprobs":true)"), 400, "logprobs", "unsupported_value", "not supported"},
       {"logprobs string", P, comp(R"("logprobs":"no")"), 400, "logprobs", "invalid_type", "a boolean or an integer"},
       // Chat options.
-      {"reasoning_effort medium", C, chat(R"("reasoning_effort":"medium")"), 400, "reasoning_effort", "invalid_value",
-       R"(expected "low", "high" or "max", but got a string ("medium"))"},
+      {"reasoning_effort huge", C, chat(R"("reasoning_effort":"huge")"), 400, "reasoning_effort", "invalid_value",
+       R"(expected "minimal", "low", "medium", "high" or "max", but got a string ("huge"))"},
       {"reasoning_effort number", C, chat(R"("reasoning_effort":1)"), 400, "reasoning_effort", "invalid_type", "expected a string"},
       {"tools", C, chat(R"("tools":[{"type":"function","function":{"name":"f"}}])"), 400, "tools", "unsupported_value",
        "tools are not supported yet"},
@@ -138,8 +155,10 @@ std::vector<Bad> bad_cases() {
       {"tool_choice", C, chat(R"("tool_choice":"auto")"), 400, "tool_choice", "unsupported_value", "tool_choice is not supported"},
       {"parallel_tool_calls", C, chat(R"("parallel_tool_calls":false)"), 400, "parallel_tool_calls", "unsupported_value",
        "parallel_tool_calls is not supported"},
-      {"response_format", C, chat(R"("response_format":{"type":"json_object"})"), 400, "response_format",
-       "unsupported_value", "response_format is not supported"},
+      {"response_format", C, chat(R"("response_format":{"type":"json_object"})"), 400, "response_format.type",
+       "unsupported_value", "only {\"type\": \"text\"} is supported"},
+      {"response_format extra key", C, chat(R"("response_format":{"type":"text","x":1})"), 400, "response_format.x",
+       "unknown_field", ""},
       // messages.
       {"missing messages", C, R"({"model":"k3"})", 400, "messages", "missing_required_parameter", "'messages'"},
       {"empty messages", C, msgs("[]"), 400, "messages", "invalid_value", "at least one message"},
@@ -148,8 +167,8 @@ std::vector<Bad> bad_cases() {
       {"message without role", C, msgs(R"([{"content":"hi"}])"), 400, "messages[0].role", "missing_required_parameter", "messages[0].role"},
       {"role null", C, msgs(R"([{"role":null,"content":"hi"}])"), 400, "messages[0].role", "missing_required_parameter", ""},
       {"role number", C, msgs(R"([{"role":1,"content":"hi"}])"), 400, "messages[0].role", "invalid_type", "expected a string"},
-      {"role developer", C, msgs(R"([{"role":"user","content":"a"},{"role":"developer","content":"hi"}])"), 400,
-       "messages[1].role", "invalid_value", R"(but got a string ("developer"))"},
+      {"role moderator", C, msgs(R"([{"role":"user","content":"a"},{"role":"moderator","content":"hi"}])"), 400,
+       "messages[1].role", "invalid_value", R"(but got a string ("moderator"))"},
       {"unknown message key", C, msgs(R"([{"role":"user","content":"hi","foo":1}])"), 400, "messages[0].foo", "unknown_field",
        "Unrecognized request argument supplied: messages[0].foo"},
       {"tool_calls on user", C, msgs(R"([{"role":"user","content":"hi","tool_calls":[]}])"), 400, "messages[0].tool_calls",
@@ -328,6 +347,38 @@ TEST(Request, FullChat) {
   EXPECT_EQ(r.user, "u-1");
   EXPECT_EQ(r.reasoning_effort, "low");
   expect_renders(r);
+}
+
+// Neutral values of the standard parameters ask for nothing: accepted and
+// ignored, and the request is the same as without them.
+TEST(Request, NeutralStandardParametersAreAccepted) {
+  const GenerationRequest plain = parse_ok(C, chat(""));
+  const GenerationRequest r = parse_ok(
+      C, chat(R"("frequency_penalty":0,"presence_penalty":0.0,"logit_bias":{},"store":false,)"
+              R"("metadata":{"session":"abc","user_tier":"pro"},"response_format":{"type":"text"},"top_logprobs":0,)"
+              R"("service_tier":"auto","modalities":["text"])"));
+  EXPECT_EQ(r.messages, plain.messages);
+  EXPECT_EQ(r.reasoning_effort, plain.reasoning_effort);
+  const GenerationRequest p =
+      parse_ok(P, comp(R"("frequency_penalty":0,"presence_penalty":0,"logit_bias":{"11":0})"));
+  EXPECT_EQ(p.prompt_text, "Once");
+}
+
+TEST(Request, ReasoningEffortMapsOpenAiLevelsOntoK3s) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"minimal", "low"}, {"low", "low"}, {"medium", "high"}, {"high", "high"}, {"max", "max"}};
+  for (const auto& [given, k3] : cases) {
+    const GenerationRequest r = parse_ok(C, chat(std::string(R"("reasoning_effort":")") + given + "\""));
+    EXPECT_EQ(r.reasoning_effort, k3) << given;
+    expect_renders(r);
+  }
+}
+
+TEST(Request, DeveloperIsRenderedAsSystem) {
+  const GenerationRequest dev = parse_ok(C, msgs(R"([{"role":"developer","content":"be terse"},{"role":"user","content":"hi"}])"));
+  const GenerationRequest sys = parse_ok(C, msgs(R"([{"role":"system","content":"be terse"},{"role":"user","content":"hi"}])"));
+  EXPECT_EQ(dev.messages, sys.messages);
+  expect_renders(dev);
 }
 
 TEST(Request, NullFieldsCountAsAbsent) {

@@ -198,7 +198,10 @@ TEST(ChatSegments, EmptyAttributeValueDropsOnlyItsSegment) {
 TEST(ChatContent, StringArrayNullAndEmpty) {
   EXPECT_EQ(render(R"([{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":""},{"text":"b"}]}])",
                    bare()),
-            Message({{"role", "user"}}, T("a") + T("b")));
+            Message({{"role", "user"}}, T("ab")));
+  // Parts are joined before tokenising: ["Hello ", "there"] renders as "Hello there".
+  EXPECT_EQ(render(R"([{"role":"user","content":[{"type":"text","text":"Hello "},{"type":"text","text":"there"}]}])", bare()),
+            render(R"([{"role":"user","content":"Hello there"}])", bare()));
   EXPECT_EQ(render(R"([{"role":"user","content":null}])", bare()), Message({{"role", "user"}}, {}));
   EXPECT_EQ(render(R"([{"role":"user"}])", bare()), Message({{"role", "user"}}, {}));
   EXPECT_EQ(render(R"([{"role":"user","content":""}])", bare()), Message({{"role", "user"}}, {}));

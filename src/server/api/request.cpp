@@ -153,9 +153,11 @@ double number_field(const Json& v, const std::string& path, std::string_view exp
 
 constexpr std::string_view kCommonFields[] = {
     "model", "max_tokens", "max_completion_tokens", "stop", "stream", "stream_options",
-    "temperature", "top_p", "seed", "n", "user", "logprobs"};
+    "temperature", "top_p", "seed", "n", "user", "logprobs",
+    "frequency_penalty", "presence_penalty", "logit_bias"};
 constexpr std::string_view kChatFields[] = {
-    "messages", "reasoning_effort", "tools", "tool_choice", "parallel_tool_calls", "response_format"};
+    "messages", "reasoning_effort", "tools", "tool_choice", "parallel_tool_calls", "response_format",
+    "top_logprobs", "store", "metadata", "service_tier", "modalities"};
 constexpr std::string_view kCompletionFields[] = {"prompt", "echo", "suffix", "best_of"};
 
 bool contains(const auto& list, std::string_view key) {
@@ -277,10 +279,69 @@ void check_sampling(const Json& body, Endpoint endpoint, GenerationRequest& req)
   }
 }
 
+// The standard parameters that would change how tokens are chosen, or ask
+// for bookkeeping deltafin does not do, are accepted at their neutral values
+// (what OpenAI does when they are absent) and refused otherwise: a client
+// that sends `frequency_penalty: 0` asks for nothing, one that sends 0.5
+// asks for something greedy decoding cannot give.
+void check_neutral_parameters(const Json& body, Endpoint endpoint) {
+  for (const char* key : {"frequency_penalty", "presence_penalty"}) {
+    const Json* v = given(body, key);
+    if (!v) continue;
+    const double value = number_field(*v, key, "a number from -2 to 2");
+    if (!(value >= -2 && value <= 2)) invalid_value(key, cat("expected a number from -2 to 2, but got ", v->dump(), "."));
+    if (value != 0)
+      unsupported(key, cat("deltafin decodes greedily (the target model decides every token), so ", key,
+                           " must be 0 or omitted; got ", v->dump(), "."));
+  }
+  if (const Json* bias = given(body, "logit_bias")) {
+    if (!bias->is_object()) invalid_type("logit_bias", "an object mapping token ids to biases", *bias);
+    for (auto it = bias->begin(); it != bias->end(); ++it) {
+      const std::string path = join("logit_bias", it.key());
+      const double value = number_field(it.value(), path, "a number from -100 to 100");
+      if (value != 0)
+        unsupported(path, cat("logit_bias changes which token is chosen; only an empty object (or biases of 0) is "
+                              "accepted; got ", it.value().dump(), "."));
+    }
+  }
+  if (endpoint != Endpoint::Chat) return;
+  if (const Json* top = given(body, "top_logprobs")) {
+    const int64_t value = int64_field(*top, "top_logprobs", "an integer from 0 to 20");
+    if (value < 0 || value > 20) invalid_value("top_logprobs", cat("expected an integer from 0 to 20, but got ", value, "."));
+    if (value != 0) unsupported("top_logprobs", "logprobs are not supported, so top_logprobs must be 0 or omitted.");
+  }
+  if (const Json* store = given(body, "store")) {
+    if (bool_field(*store, "store")) unsupported("store", "deltafin keeps no stored completions; store must be false or omitted.");
+  }
+  if (const Json* metadata = given(body, "metadata")) {  // bookkeeping only: accepted and ignored
+    if (!metadata->is_object()) invalid_type("metadata", "an object of string values", *metadata);
+    if (metadata->size() > 16) invalid_value("metadata", cat("expected at most 16 keys, but got ", metadata->size(), "."));
+    for (auto it = metadata->begin(); it != metadata->end(); ++it) {
+      const std::string path = join("metadata", it.key());
+      if (it.key().size() > 64) invalid_value(path, "metadata keys are at most 64 characters.");
+      if (string_field(it.value(), path).size() > 512) invalid_value(path, "metadata values are at most 512 characters.");
+    }
+  }
+  if (const Json* tier = given(body, "service_tier")) {
+    const std::string& value = string_field(*tier, "service_tier");
+    if (value != "auto" && value != "default")
+      unsupported("service_tier", cat("this server has one tier; expected \"auto\" or \"default\", but got ",
+                                      describe(*tier), "."));
+  }
+  if (const Json* modalities = given(body, "modalities")) {
+    if (!modalities->is_array()) invalid_type("modalities", "an array of strings", *modalities);
+    for (size_t i = 0; i < modalities->size(); ++i)
+      if (string_field((*modalities)[i], index("modalities", i)) != "text")
+        unsupported(index("modalities", i), "only text output is supported.");
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Chat messages.
 
-constexpr std::string_view kRoles[] = {"system", "user", "assistant", "tool"};
+// "developer" is OpenAI's successor of "system" for reasoning models; it is
+// rendered as a system message (parse_request rewrites the role).
+constexpr std::string_view kRoles[] = {"system", "developer", "user", "assistant", "tool"};
 
 bool allowed_message_key(std::string_view role, std::string_view key) {
   if (key == "role" || key == "content" || key == "name") return true;
@@ -387,7 +448,7 @@ void check_message(const Json& message, const std::string& path) {
   if (!role_value) missing(role_path);
   const std::string& role = string_field(*role_value, role_path);
   if (!contains(kRoles, role)) {
-    invalid_value(role_path, cat("expected one of \"system\", \"user\", \"assistant\", \"tool\", but got ",
+    invalid_value(role_path, cat("expected one of \"system\", \"developer\", \"user\", \"assistant\", \"tool\", but got ",
                                  describe(*role_value), "."));
   }
   for (auto it = message.begin(); it != message.end(); ++it) {
@@ -477,21 +538,40 @@ void check_messages(const Json& body) {
   check_tool_names(*messages);
 }
 
+// OpenAI's reasoning levels onto the three K3's chat template takes (low,
+// high, max; k3-model.md §9): each maps to the nearest K3 level at or above
+// it, so asking for more thought never gets less: minimal and low -> low,
+// medium and high -> high, max -> max.
+std::string k3_reasoning_level(std::string_view openai_level) {
+  if (openai_level == "minimal" || openai_level == "low") return "low";
+  if (openai_level == "medium" || openai_level == "high") return "high";
+  if (openai_level == "max") return "max";
+  return "";
+}
+
 void check_chat_options(const Json& body, GenerationRequest& req) {
   if (const Json* effort = given(body, "reasoning_effort")) {
     const std::string& value = string_field(*effort, "reasoning_effort");
-    if (value != "low" && value != "high" && value != "max") {
-      invalid_value("reasoning_effort", cat("expected \"low\", \"high\" or \"max\", but got ", describe(*effort), "."));
+    req.reasoning_effort = k3_reasoning_level(value);
+    if (req.reasoning_effort.empty()) {
+      invalid_value("reasoning_effort", cat("expected \"minimal\", \"low\", \"medium\", \"high\" or \"max\", but got ",
+                                            describe(*effort), "."));
     }
-    req.reasoning_effort = value;
   }
   if (given(body, "tools")) unsupported("tools", "tools are not supported yet.");
   if (given(body, "tool_choice")) unsupported("tool_choice", "tool_choice is not supported yet (tools are not).");
   if (given(body, "parallel_tool_calls")) {
     unsupported("parallel_tool_calls", "parallel_tool_calls is not supported yet (tools are not).");
   }
-  if (given(body, "response_format")) {
-    unsupported("response_format", "response_format is not supported yet (output is not constrained).");
+  if (const Json* format = given(body, "response_format")) {
+    if (!format->is_object()) invalid_type("response_format", "an object", *format);
+    const Json* type = given(*format, "type");
+    if (!type) missing("response_format.type");
+    for (auto it = format->begin(); it != format->end(); ++it)
+      if (it.key() != "type") unknown(join("response_format", it.key()));
+    if (string_field(*type, "response_format.type") != "text")
+      unsupported("response_format.type", cat("only {\"type\": \"text\"} is supported (output is not constrained); got ",
+                                              describe(*type), "."));
   }
 }
 
@@ -584,7 +664,12 @@ GenerationRequest parse_request(Endpoint endpoint, std::string_view body_text, c
   check_stop(body, req);
   check_stream(body, req);
   check_sampling(body, endpoint, req);
-  if (endpoint == Endpoint::Chat) req.messages = std::move(*body.find("messages"));
+  check_neutral_parameters(body, endpoint);
+  if (endpoint == Endpoint::Chat) {
+    req.messages = std::move(*body.find("messages"));
+    for (Json& m : req.messages)
+      if (role_of(m) == "developer") m["role"] = "system";
+  }
   return req;
 }
 

@@ -19,13 +19,19 @@
 // equal), stop (string or 1..4 strings, none empty), stream, stream_options
 // ({include_usage}, only with stream: true), temperature (0), top_p (0, 1],
 // seed (int64), n (1), user, logprobs (false; on completions an integer count
-// is refused as unsupported too). Chat: messages (required), reasoning_effort
-// ("low", "high", "max"); tools, tool_choice, parallel_tool_calls and
-// response_format are refused as unsupported. Completions: prompt (required: a
-// non-empty string, or a non-empty array of token ids < vocab_size; batches
-// are refused), echo (false), suffix (must be absent), best_of (1).
+// is refused as unsupported too), and at their neutral values only
+// frequency_penalty and presence_penalty (0), logit_bias ({} or biases of 0).
+// Chat: messages (required), reasoning_effort ("minimal" and "low" -> K3's
+// low, "medium" and "high" -> high, "max"), response_format ({"type":
+// "text"}), store (false), metadata (up to 16 string values: bookkeeping,
+// ignored), top_logprobs (0), service_tier ("auto", "default"), modalities
+// (["text"]); tools, tool_choice and parallel_tool_calls are refused as
+// unsupported. Completions: prompt (required: a non-empty string, or a
+// non-empty array of token ids < vocab_size; batches are refused), echo
+// (false), suffix (must be absent), best_of (1).
 //
-// Messages: objects with role system/user/assistant/tool and only these keys:
+// Messages: objects with role system/developer/user/assistant/tool (developer
+// is OpenAI's successor of system and is rendered as one) and only these keys:
 // role, content, name (string); assistant also tool_calls (array of {id?,
 // type? = "function", function: {name: non-empty string, arguments: object or
 // string}}; an arguments string that is JSON must hold an object),
@@ -78,7 +84,7 @@ struct GenerationRequest {
 
   // Chat: the messages exactly as given (validated), for render_chat().
   nlohmann::ordered_json messages;
-  std::string reasoning_effort = "max";  // "low", "high" or "max"
+  std::string reasoning_effort = "max";  // K3's level: "low", "high" or "max" (mapped from OpenAI's)
 
   // Completion: text (encoded without special tokens) or token ids.
   std::optional<std::string> prompt_text;
