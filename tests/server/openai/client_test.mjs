@@ -279,6 +279,81 @@ await check("chat.completions.create stream: role first, deltas add up to the no
 });
 
 // ---------------------------------------------------------------------------
+// OpenAI's dialect: refusal, developer, reasoning levels, neutral parameters,
+// content parts. Each is compared with a request the server already answered.
+
+await check("message.refusal is null (the SDK's type: string | null)", async () => {
+  assert.ok(chat, "needs the non-streaming chat completion");
+  assert.ok("refusal" in chat.choices[0].message, JSON.stringify(chat.choices[0].message));
+  assert.equal(chat.choices[0].message.refusal, null);
+});
+
+await check("role developer answers exactly as role system", async () => {
+  const asSystem = await client.chat.completions.create({
+    model, max_tokens: 6, messages: [{ role: "system", content: "Be terse." }, ...CHAT_MESSAGES],
+  });
+  const asDeveloper = await client.chat.completions.create({
+    model, max_tokens: 6, messages: [{ role: "developer", content: "Be terse." }, ...CHAT_MESSAGES],
+  });
+  assert.equal(asDeveloper.choices[0].message.content, asSystem.choices[0].message.content);
+  assert.equal(asDeveloper.choices[0].message.reasoning_content, asSystem.choices[0].message.reasoning_content);
+  assert.equal(asDeveloper.usage.prompt_tokens, asSystem.usage.prompt_tokens);
+});
+
+await check("reasoning_effort minimal/low/medium/high all accepted; medium renders as K3's high", async () => {
+  const prompts = {};
+  for (const effort of ["minimal", "low", "medium", "high"]) {
+    const r = await client.chat.completions.create({ model, messages: CHAT_MESSAGES, max_tokens: 2, reasoning_effort: effort });
+    prompts[effort] = r.usage.prompt_tokens;
+  }
+  // The effort is a system message in the prompt: "medium" -> "high", "minimal" -> "low".
+  const highIds = JSON.parse(deltafin("tokenize", "--model", modelDir, "--chat", "--reasoning-effort", "high", "--json",
+                                      "--text", CHAT_MESSAGES[0].content));
+  assert.equal(prompts.medium, highIds.length, JSON.stringify(prompts));
+  assert.equal(prompts.medium, prompts.high);
+  assert.equal(prompts.minimal, prompts.low);
+});
+
+await check("neutral sampling and bookkeeping parameters are accepted and change nothing", async () => {
+  const r = await client.chat.completions.create({
+    model, messages: CHAT_MESSAGES, max_tokens: CHAT_MAX, frequency_penalty: 0, presence_penalty: 0, logit_bias: {},
+    store: false, metadata: { run: "ci" }, response_format: { type: "text" }, top_p: 1, seed: 7, user: "u",
+  });
+  assert.equal(r.choices[0].message.content, chat.choices[0].message.content);
+  assert.equal(r.usage.completion_tokens, chat.usage.completion_tokens);
+  const t = await client.completions.create({
+    model, prompt: PROMPT, max_tokens: PROMPT_MAX, frequency_penalty: 0, presence_penalty: 0, logit_bias: {},
+  });
+  assert.equal(t.choices[0].text, expectedText);
+});
+
+await check("non-neutral penalties, logit_bias, store and json_object -> BadRequestError naming the field", async () => {
+  const base = { model, messages: CHAT_MESSAGES, max_tokens: 4 };
+  for (const [extra, param] of [
+    [{ frequency_penalty: 0.5 }, "frequency_penalty"], [{ presence_penalty: -1 }, "presence_penalty"],
+    [{ logit_bias: { "5": 10 } }, "logit_bias.5"], [{ store: true }, "store"],
+    [{ response_format: { type: "json_object" } }, "response_format.type"],
+  ]) {
+    await expectApiError(() => client.chat.completions.create({ ...base, ...extra }), {
+      cls: OpenAI.BadRequestError, status: 400, param,
+    });
+  }
+});
+
+await check("content parts are joined before tokenising: [\"Hello \", \"there\"] == \"Hello there\"", async () => {
+  const joined = await client.chat.completions.create({
+    model, max_tokens: 6, messages: [{ role: "user", content: "Hello there" }],
+  });
+  const parts = await client.chat.completions.create({
+    model, max_tokens: 6,
+    messages: [{ role: "user", content: [{ type: "text", text: "Hello " }, { type: "text", text: "there" }] }],
+  });
+  assert.equal(parts.usage.prompt_tokens, joined.usage.prompt_tokens);
+  assert.equal(parts.choices[0].message.content, joined.choices[0].message.content);
+  assert.equal(parts.choices[0].message.reasoning_content, joined.choices[0].message.reasoning_content);
+});
+
+// ---------------------------------------------------------------------------
 // Errors, through the SDK's error classes.
 
 await check("unknown model -> NotFoundError 404 model_not_found", async () => {
