@@ -93,6 +93,7 @@ public:
   };
   Progress progress() const;
   int64_t max_tokens_ceiling() const { return o_.max_tokens_ceiling; }
+  bool shutting_down() const { return shutdown_ && shutdown_->load(); }
   std::string draft() const { return drafters_.describe(); }
 
   // Totals since start, for /health and the prompt-reuse tests.

@@ -38,6 +38,14 @@ bool is_json_content_type(const std::string& value) {
   return v == "application/json";
 }
 
+// At most `max` bytes of valid UTF-8 `s`, cut at a code point boundary.
+std::string clip_utf8(const std::string& s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n) + "...";
+}
+
 const char* finish_reason(Finish f, bool stopped_by_string) {
   if (stopped_by_string || f == Finish::Eos) return "stop";
   return "length";
@@ -205,9 +213,9 @@ void ApiServer::route(http::Exchange& ex) {
   }
   if (path.rfind("/v1/models/", 0) == 0) {
     if (!get) throw ApiError(405, "Use GET for /v1/models/{id}", "", "method_not_allowed");
-    const std::string id = path.substr(11);  // decoded and valid UTF-8 (request_parser.h)
+    const std::string id = path.substr(11);  // decoded and valid UTF-8 (request_parser.h): quoted as it is
     if (id != o_.model_name)
-      throw ApiError(404, "The model '" + http::printable(id, 120) + "' does not exist; this server serves: " + o_.model_name,
+      throw ApiError(404, "The model '" + clip_utf8(id, 120) + "' does not exist; this server serves: " + o_.model_name,
                      "model", "model_not_found", "not_found_error");
     return send_json(ex, 200, api::models_list({o_.model_name}, started_)["data"][0]);
   }
@@ -304,7 +312,7 @@ void ApiServer::handle_generation(api::Endpoint endpoint, http::Exchange& ex) {
   if (!is_json_content_type(ct))
     throw ApiError(415, "Content-Type must be application/json (got '" + http::printable(ct, 80) + "')", "",
                    "unsupported_media_type");
-  if (stopping_.load()) throw shutting_down();
+  if (stopping_.load() || service_.shutting_down()) throw shutting_down();
   job->request = api::parse_request(endpoint, req.body, limits_);
   job->prompt = service_.prepare(job->request);
   job->ticket = admission_.try_enter();
@@ -329,7 +337,9 @@ void ApiServer::handle_generation(api::Endpoint endpoint, http::Exchange& ex) {
                    static_cast<long long>(r.outcome.completion_tokens),
                    r.outcome.finish == Finish::Cancelled ? "cancelled" : finish_reason(r.outcome.finish, r.stopped_by_string), s);
   };
-  auto stopping = [this] { return stopping_.load(); };
+  // The signal may reach the service (its shutdown flag) a moment before
+  // stop() reaches this server: either one means stopping.
+  auto stopping = [this] { return stopping_.load() || service_.shutting_down(); };
 
   if (job->request.stream) return stream_job(service_, *job, chat, ex, stopping, record);
 

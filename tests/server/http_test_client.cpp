@@ -209,6 +209,16 @@ bool HttpConnection::decode_body(bool& finished) {
   }
 }
 
+void HttpConnection::next_response() {
+  head_read_ = chunked_ = body_done_ = in_chunk_ = false;
+  content_length_.reset();
+  body_received_ = chunk_left_ = 0;
+  body_.clear();
+  head_ = HttpResponse();
+  // The blank line after a chunked body's last chunk (trailers are not read).
+  while (raw_.rfind("\r\n", 0) == 0) raw_.erase(0, 2);
+}
+
 HttpResponse HttpConnection::read_response() {
   HttpResponse r;
   if (!read_head(r)) return r;

@@ -58,6 +58,10 @@ public:
   // after "data: "), read incrementally from the (chunked) body; nullopt when
   // the body ends or the read times out first. read_head() must come first.
   std::optional<std::string> next_event();
+  // Forgets the response read so far (keeping bytes received after it), so
+  // that read_head()/read_response() read the next response on the same
+  // connection: a pipelined request's, or the final one after a 100 Continue.
+  void next_response();
   // Closes the socket now (with a reset when `reset`: SO_LINGER 0).
   void close(bool reset = false);
 

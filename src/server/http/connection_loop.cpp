@@ -431,7 +431,7 @@ void ConnectionLoop::check_deadlines() {
     if (c->phase != Connection::Phase::Busy && now >= c->deadline) late.push_back(fd);
   for (int fd : late) {
     Connection& c = *conns_[fd];
-    if (c.phase == Connection::Phase::Draining || c.idle || !c.parser.started()) {
+    if (c.phase == Connection::Phase::Draining || c.idle || (c.in.empty() && !c.parser.started())) {
       close_connection(fd);  // nothing asked: nothing to answer
       continue;
     }

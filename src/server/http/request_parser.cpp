@@ -188,22 +188,22 @@ bool RequestParser::parse_head(std::string& in) {
   size_t end = std::string::npos;
   for (size_t i = scanned_; i < in.size(); ++i) {
     if (in[i] != '\n') continue;
-    ++head_lines_;
     if ((i >= 1 && in[i - 1] == '\n') || (i >= 2 && in[i - 1] == '\r' && in[i - 2] == '\n')) {
       end = i + 1;
       break;
     }
+    // Lines (the request line, then one per field) are counted as they come,
+    // so a flood of tiny header lines is refused at the field limit rather
+    // than at the byte cap.
+    if (++head_lines_ > limits_.max_headers + 1)
+      return fail(431, "The request has more than " + std::to_string(limits_.max_headers) + " header fields",
+                  "too_many_headers");
   }
   const size_t have = end == std::string::npos ? in.size() : end;
   if (have > limits_.max_head_bytes)
     return fail(431, "The request's header block is larger than the server's limit of " +
                          std::to_string(limits_.max_head_bytes) + " bytes", "header_too_large");
   if (end == std::string::npos) {
-    // Lines are counted as they come, so a flood of tiny header lines is
-    // refused at the limit rather than at the byte cap.
-    if (head_lines_ > limits_.max_headers + 1)
-      return fail(431, "The request has more than " + std::to_string(limits_.max_headers) + " header fields",
-                  "too_many_headers");
     scanned_ = in.size();
     return false;
   }
