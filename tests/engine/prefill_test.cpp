@@ -213,6 +213,41 @@ TEST(ExpertMajorPrefill, ACancelInsideAGroupRollsBackToTheLastWholeGroup) {
   expect_same_state(s, full, m->config, "resumed");
 }
 
+// A stop that comes while a layer runs is seen inside that layer (between
+// its slices, experts and attention heads), not at the next layer: with
+// polls due at every check, the cancel that turns true on the first poll
+// after layer 3 began ends the pass before layer 4 starts. The session is
+// then restored as prefill() does, and a later pass equals an uninterrupted one.
+TEST(ExpertMajorPrefill, ACancelDuringALayerIsSeenInsideIt) {
+  auto m = load_k3_resident(checkpoint().dir, 1);
+  const std::vector<uint32_t> prompt = test::random_tokens(17, 40, static_cast<uint32_t>(m->config.vocab_size));
+  for (const size_t slice : {size_t{0}, size_t{8}}) {
+    SCOPED_TRACE("slice rows " + std::to_string(slice));
+    K3Session s(m->config);
+    const K3Session::Snapshot before = s.snapshot();
+    int64_t last_layer = -1;
+    int asks_in_layer_3 = 0;
+    PassShape shape;
+    shape.slice_rows = slice;
+    shape.poll_interval = std::chrono::microseconds(0);
+    shape.on_layer = [&](int64_t layer) { last_layer = layer; };
+    // The first ask in layer 3 is prefill's own, before the layer; the second
+    // can only come from inside it.
+    shape.cancelled = [&] { return last_layer == 3 && ++asks_in_layer_3 >= 2; };
+    Rows none = m->model->forward(s, prompt, false, shape);
+    EXPECT_EQ(none.T, 0u);
+    EXPECT_EQ(last_layer, 3) << "the cancel was not seen inside layer 3";
+    EXPECT_EQ(asks_in_layer_3, 2);
+    s.restore(before);
+    EXPECT_EQ(s.length(), 0);
+    K3Session fresh(m->config);
+    Rows want = m->model->forward(fresh, prompt, false);
+    Rows got = m->model->forward(s, prompt, false);
+    EXPECT_TRUE(same_bits(got.v, want.v));
+    expect_same_state(s, fresh, m->config, "after the cancelled pass");
+  }
+}
+
 TEST(ExpertMajorPrefill, GenerateUsesTheChunkAndStopsBeforeThePrefill) {
   auto m = load_k3_resident(checkpoint().dir, 1);
   const std::vector<uint32_t> prompt = test::random_tokens(14, 30, static_cast<uint32_t>(m->config.vocab_size));
