@@ -130,7 +130,10 @@ TEST(OpenAIClient, OfficialSdkDrivesServe) {
       << out;
 
   const std::string api_key = "test-key";
-  ServeProcess server({"--model", model_dir, "--api-key", api_key, "--queue", "4", "--max-tokens", std::to_string(kMaxTokens)},
+  // A 4 MB session budget: the context (~1,000 positions) is what it holds,
+  // which the script checks through /health and a prompt over it.
+  ServeProcess server({"--model", model_dir, "--api-key", api_key, "--queue", "4", "--max-tokens", std::to_string(kMaxTokens),
+                       "--session-budget-mb", "4"},
                       {}, kServerStartLimit);
   ASSERT_TRUE(server.error().empty()) << server.error() << "; its output:\n" << server.output();
 
