@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs, builds (Release, and Debug with ASan+UBSan) and runs the whole test
-# suite under both builds, then fuzzes request parsing for a minute (scripts/fuzz.sh).
+# suite under both builds, then fuzzes request validation and the HTTP parser for a
+# minute each (scripts/fuzz.sh).
 # Exit status is the first failing step's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,5 +14,5 @@ ctest --test-dir build/release --output-on-failure -j "$jobs"
 echo "== tests: ASan + UBSan build =="
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/asan --output-on-failure -j "$jobs"
-echo "== fuzz: request parsing (60 s) =="
+echo "== fuzz: request validation and HTTP parsing (60 s each) =="
 scripts/fuzz.sh 60

@@ -185,8 +185,13 @@ bool RequestParser::parse_head(std::string& in) {
       return fail(431, "The request sent more than " + std::to_string(limits_.max_head_bytes) +
                            " bytes of blank lines before its request line", "header_too_large");
   }
+  // Both limits are checked in the order the bytes came, so the answer does
+  // not depend on how the bytes were split into reads.
   size_t end = std::string::npos;
   for (size_t i = scanned_; i < in.size(); ++i) {
+    if (i >= limits_.max_head_bytes)
+      return fail(431, "The request's header block is larger than the server's limit of " +
+                           std::to_string(limits_.max_head_bytes) + " bytes", "header_too_large");
     if (in[i] != '\n') continue;
     if ((i >= 1 && in[i - 1] == '\n') || (i >= 2 && in[i - 1] == '\r' && in[i - 2] == '\n')) {
       end = i + 1;
@@ -199,10 +204,6 @@ bool RequestParser::parse_head(std::string& in) {
       return fail(431, "The request has more than " + std::to_string(limits_.max_headers) + " header fields",
                   "too_many_headers");
   }
-  const size_t have = end == std::string::npos ? in.size() : end;
-  if (have > limits_.max_head_bytes)
-    return fail(431, "The request's header block is larger than the server's limit of " +
-                         std::to_string(limits_.max_head_bytes) + " bytes", "header_too_large");
   if (end == std::string::npos) {
     scanned_ = in.size();
     return false;
@@ -256,7 +257,7 @@ bool RequestParser::finish_head(std::string_view head) {
   const std::string lt = lower(target.substr(0, std::min<size_t>(8, target.size())));
   if (lt.rfind("http://", 0) == 0 || lt.rfind("https://", 0) == 0) {  // absolute-form: use its path
     const size_t authority = target.find("//") + 2;
-    const size_t slash = target.find('/', authority);
+    const size_t slash = target.find_first_of("/?", authority);  // where the authority ends
     path_and_query = slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
   } else if (target == "*") {
     if (method != "OPTIONS") return fail(400, "The request target '*' is for OPTIONS only", "invalid_path");
@@ -264,7 +265,7 @@ bool RequestParser::finish_head(std::string_view head) {
     return fail(400, "The request target '" + printable(target) + "' is not a path starting with '/'", "invalid_path");
   }
   const size_t q = path_and_query.find('?');
-  const std::string_view raw_path = path_and_query.substr(0, q);
+  const std::string_view raw_path = q == 0 ? std::string_view("/") : path_and_query.substr(0, q);  // "http://h?x"
   if (q != std::string_view::npos) req_.query = std::string(path_and_query.substr(q + 1));
   std::string why;
   std::optional<std::string> path = decode_path(raw_path, why);
@@ -415,6 +416,10 @@ bool RequestParser::parse_chunked(std::string& in) {
       if (!line->empty()) return fail(400, "A chunk of the body is longer than its declared size", "bad_chunk");
       chunk_step_ = ChunkStep::Size;
     } else {  // Trailers: fields (ignored) up to a blank line, under the head limits.
+      const size_t nl = in.find('\n');
+      if (trailer_bytes_ + (nl == std::string::npos ? in.size() : nl + 1) > limits_.max_head_bytes)
+        return fail(431, "The chunked body's trailer block is larger than the server's limit of " +
+                             std::to_string(limits_.max_head_bytes) + " bytes", "header_too_large");
       std::optional<std::string> line = take_line(in, limits_.max_head_bytes, "trailer");
       if (!line) return false;
       trailer_bytes_ += line->size() + 2;
