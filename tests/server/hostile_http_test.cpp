@@ -512,7 +512,7 @@ TEST(HostileAdmission, PromptsOverTheContextAndTheSessionBudgetAre400sWithBothNu
   EXPECT_EQ(budget, 2'000'000u);
   // The context is what the budget holds: far below the model's 1,048,576.
   EXPECT_GT(context, 16);
-  EXPECT_LT(context, 2'000'000 / 960);  // the tiny model's MLA layers keep 960 bytes per position
+  EXPECT_LT(context, 2'000'000 / 480);  // the tiny model's 3 MLA layers keep 3 x 40 floats per position
   json ids = json::array();
   for (int64_t i = 0; i < context; ++i) ids.push_back(100 + i % 500);
   const json over = {{"model", "tiny"}, {"prompt", ids}, {"max_tokens", 1}};

@@ -76,8 +76,8 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // The bytes of one entry from the definitions: the session's caches (KDA
-// state of every KDA layer, K and V of every MLA layer for `length`
-// positions), the tokens, and a KDA-state copy per snapshot.
+// state of every KDA layer, the latent rows (r_kv + d_rope floats) of every
+// MLA layer for `length` positions), the tokens, and a KDA-state copy per snapshot.
 uint64_t expected_entry_bytes(size_t n_tokens, int64_t length, size_t snapshots) {
   const K3Config& c = cfg();
   uint64_t kda = 0, mla = 0;
@@ -87,7 +87,7 @@ uint64_t expected_entry_bytes(size_t n_tokens, int64_t length, size_t snapshots)
                                    c.kda_num_heads * c.kda_head_dim * c.kda_head_dim) *
              sizeof(float);
     else
-      mla += static_cast<uint64_t>(length * c.num_attention_heads * (c.mla_qk_head_dim() + c.v_head_dim)) * sizeof(float);
+      mla += static_cast<uint64_t>(length * (c.kv_lora_rank + c.qk_rope_head_dim)) * sizeof(float);
   }
   return kda + mla + n_tokens * sizeof(uint32_t) + snapshots * kda;
 }

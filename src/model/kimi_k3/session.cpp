@@ -41,12 +41,10 @@ void K3Session::rollback(const Snapshot& before, int64_t length) {
 
 void K3Session::cut_mla(int64_t length) {
   const K3Config& c = *config_;
-  const size_t kw = static_cast<size_t>(c.num_attention_heads * c.mla_qk_head_dim());
-  const size_t vw = static_cast<size_t>(c.num_attention_heads * c.v_head_dim);
+  const size_t width = static_cast<size_t>(c.kv_lora_rank + c.qk_rope_head_dim);
   for (size_t i = 0; i < mla_.size(); ++i) {
     if (c.layer_kinds[i] != LayerKind::MLA) continue;
-    mla_[i].keys.resize(static_cast<size_t>(length) * kw);
-    mla_[i].values.resize(static_cast<size_t>(length) * vw);
+    mla_[i].latent.resize(static_cast<size_t>(length) * width);
   }
   length_ = length;
 }
@@ -54,7 +52,7 @@ void K3Session::cut_mla(int64_t length) {
 uint64_t K3Session::bytes() const {
   uint64_t n = 0;
   for (const KdaState& k : kda_) n += (k.conv_q.size() * 3 + k.recurrent.size()) * sizeof(float);
-  for (const MlaCache& m : mla_) n += (m.keys.size() + m.values.size()) * sizeof(float);
+  for (const MlaCache& m : mla_) n += m.latent.size() * sizeof(float);
   return n;
 }
 
@@ -67,11 +65,9 @@ uint64_t K3Session::fixed_bytes(const K3Config& c) {
 }
 
 uint64_t K3Session::bytes_per_position(const K3Config& c) {
-  const uint64_t H = static_cast<uint64_t>(c.num_attention_heads);
-  const uint64_t dk = static_cast<uint64_t>(c.qk_nope_head_dim + c.qk_rope_head_dim), dv = static_cast<uint64_t>(c.v_head_dim);
   uint64_t mla_layers = 0;
   for (LayerKind k : c.layer_kinds) mla_layers += k != LayerKind::KDA;
-  return mla_layers * H * (dk + dv) * sizeof(float);
+  return mla_layers * static_cast<uint64_t>(c.kv_lora_rank + c.qk_rope_head_dim) * sizeof(float);
 }
 
 }  // namespace deltafin

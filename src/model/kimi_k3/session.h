@@ -1,5 +1,6 @@
 // The state of one sequence: per KDA layer the three convolution windows and
-// the recurrent state, per MLA layer the fp32 K and V cache. (AttnRes anchors
+// the recurrent state, per MLA layer the latent cache (k3-model.md §7.4
+// decision: per position the normalised c_lat and k_r, fp32). (AttnRes anchors
 // live only inside one position's pass through the layers, so nothing of them
 // is carried between positions.) A snapshot taken at some length can be
 // restored later, which is how speculation and prompt reuse roll back.
@@ -18,8 +19,10 @@ struct KdaState {
 };
 
 struct MlaCache {
-  std::vector<float> keys;    // [length, H, d_nope + d_rope]
-  std::vector<float> values;  // [length, H, d_v]
+  // [length, r_kv + d_rope]: per position RMSNorm(c_lat; kv_a_layernorm) ‖ k_r.
+  // 2,304 bytes per position for K3, whatever the head count: the keys and
+  // values of every head are kv_b_proj of it, folded into the attention.
+  std::vector<float> latent;
 };
 
 class K3Session {
@@ -46,7 +49,7 @@ public:
   uint64_t bytes() const;
 
   // What a session of `positions` positions holds, without making one: the
-  // fixed KDA state plus, per position, every MLA layer's cached K and V.
+  // fixed KDA state plus, per position, every MLA layer's latent row.
   // Admission (server) and the context default check requests against it.
   static uint64_t fixed_bytes(const K3Config& config);
   static uint64_t bytes_per_position(const K3Config& config);

@@ -33,6 +33,13 @@ struct KdaWeights {
 struct MlaWeights {
   Matrix q_a, q_b, kv_a, kv_b, g, o;
   std::vector<float> q_a_norm, kv_a_norm;
+  // Derived at load for attention over the latent cache (k3-model.md §7.4
+  // decision): kv_b's key rows of each head, transposed — row h*r_kv + c,
+  // column i holds kv_b[h*(d_nope+d_v) + i][c] — so the absorbed query
+  // q_nope^T W_k is a plain product. The values are kv_b's own, exactly:
+  // BF16 when kv_b is BF16 (a transpose changes no value), F32 for an
+  // int8-row spine (its values are q * scale).
+  Matrix kv_b_key_t;
 };
 
 struct DenseMlpWeights {
