@@ -12,7 +12,7 @@
 //
 // Each outcome must also keep the parser's promises: a Done path is valid
 // UTF-8 without NUL, a Done body is within max_body_bytes, header names are
-// lower-case tokens and values hold no control bytes, every Error message is
+// lower-case tokens and values hold no control bytes and are UTF-8, every Error message is
 // valid UTF-8, bytes_seen() never goes down within a request, and Done/Failed
 // consume nothing more. Any broken promise aborts, as does a crash or a
 // sanitizer report.
@@ -106,6 +106,7 @@ void check_done(const Request& r, const Limits& l) {
     }
     if (!value.empty() && (value.front() == ' ' || value.front() == '\t' || value.back() == ' ' || value.back() == '\t'))
       bad("header value not trimmed:", printable(value));
+    if (!valid_utf8(value)) bad("header value is not UTF-8:", printable(value));
   }
   if (r.chunked && !r.header("transfer-encoding")) bad("chunked without Transfer-Encoding");
 }

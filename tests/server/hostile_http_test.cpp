@@ -186,11 +186,16 @@ TEST_F(Hostile, InvalidBytesInPathModelIdAndHeadersAre400sNamingWhere) {
   // Invalid UTF-8 as the model in the body: a 400, not a 500.
   expect_openai_error(exchange(port(), post_text("/v1/completions", "{\"model\":\"t\xff\",\"prompt\":\"x\"}")), 400,
                       "invalid_json");
-  // Invalid bytes in a Content-Type: 415 with a well-formed body.
-  expect_openai_error(
+  // Invalid bytes in a Content-Type: 400 naming the header (the old server
+  // answered 500); a valid but wrong one is 415.
+  const HttpResponse bad_type =
       exchange(port(), "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/\xff\xfe\r\n"
-                       "Content-Length: 2\r\n\r\n{}"),
-      415, "unsupported_media_type");
+                       "Content-Length: 2\r\n\r\n{}");
+  expect_openai_error(bad_type, 400, "bad_header");
+  EXPECT_NE(bad_type.body.find("content-type"), std::string::npos) << bad_type.body;
+  expect_openai_error(exchange(port(), "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: text/caf\xc3\xa9\r\n"
+                                       "Content-Length: 2\r\n\r\n{}"),
+                      415, "unsupported_media_type");
   // Control bytes in a header value, a bad header name, a folded line.
   expect_openai_error(exchange(port(), "GET /health HTTP/1.1\r\nHost: x\r\nX-A: a\x01z\r\n\r\n"), 400, "bad_header");
   expect_openai_error(exchange(port(), "GET /health HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n"), 400, "bad_header");

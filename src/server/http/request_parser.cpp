@@ -286,6 +286,8 @@ bool RequestParser::finish_head(std::string_view head) {
     const std::string name = lower(line.substr(0, colon));
     if (!is_field_value(value))
       return fail(400, "The value of header '" + printable(name) + "' holds a control byte", "bad_header");
+    if (!valid_utf8(value))
+      return fail(400, "The value of header '" + printable(name) + "' is not valid UTF-8", "bad_header");
     req_.headers.emplace_back(name, std::string(value));
   }
 

@@ -22,7 +22,9 @@
 //   decoded bytes that are not UTF-8 are 400 naming the path — so no handler
 //   ever sees bytes it cannot put in a JSON error message;
 // - field names are tokens; field values are visible ASCII, space, tab or
-//   obs-text (0x80-0xFF, kept as bytes); other control bytes are 400.
+//   UTF-8 (kept as it is); control bytes and bytes that are not UTF-8 are a
+//   400 naming the header (RFC 9110's obs-text is narrowed to UTF-8, so any
+//   value can be quoted back in a JSON error).
 // Errors carry the status, a message naming where, and a machine code.
 #pragma once
 
