@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <numeric>
 #include <atomic>
+#include <optional>
 #include <csignal>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/token_list.h"
 #include "engine/generate.h"
+#include "engine/prompt_disk_cache.h"
 #include "cli/model_options.h"
 #include "engine/run_stats.h"
 #include "spec/drafter_factory.h"
@@ -35,6 +37,8 @@ struct RunArgs {
   int64_t max_new = 128;
   int64_t prefill_chunk = kDefaultPrefillChunk;
   int64_t prefill_group = 0;
+  std::string prompt_cache_dir;
+  double prompt_cache_disk_gb = 10;
 };
 
 std::vector<uint32_t> encode_prompt(const Tokenizer& tok, const RunArgs& a) {
@@ -134,6 +138,24 @@ int run(const RunArgs& a) {
   g_interrupted.store(false);
   std::signal(SIGINT, on_sigint);
 
+  // Prompt states on disk (engine/prompt_disk_cache.h): restore the longest
+  // kept prefix, keep the state at the prompt's last whole block.
+  std::unique_ptr<PromptDiskCache> disk;
+  const std::string cache_dir = !a.prompt_cache_dir.empty() ? a.prompt_cache_dir
+                                : !a.model.store.empty()    ? a.model.store + "/prompt-cache"
+                                                            : "";
+  std::optional<K3Session::Snapshot> kept;
+  if (!cache_dir.empty() && a.prompt_cache_disk_gb > 0) {
+    disk = std::make_unique<PromptDiskCache>(cache_dir, static_cast<uint64_t>(a.prompt_cache_disk_gb * 1e9),
+                                             m->fingerprint, m->config);
+    p.prompt_done = disk->restore(prompt, 0, session);
+    p.save_point = PromptDiskCache::save_point(static_cast<int64_t>(prompt.size()));
+    p.at_save_point = [&](const K3Session& s) { kept = s.snapshot(); };
+    if (a.stats && p.prompt_done > 0)
+      std::fprintf(stderr, "prompt cache: %lld of %zu prompt tokens restored from %s\n",
+                   static_cast<long long>(p.prompt_done), prompt.size(), cache_dir.c_str());
+  }
+
   StreamDecoder decoder(*m->tokenizer);
   GenerateStats st = generate_speculative(*m->model, session, prompt, p, sp, &spec_stats, [&](uint32_t id) {
     emitted.push_back(id);
@@ -145,6 +167,8 @@ int run(const RunArgs& a) {
   std::string rest = decoder.flush();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::printf("\n");
+  std::fflush(stdout);
+  if (disk && kept) disk->save(std::span(prompt).first(static_cast<size_t>(kept->length)), *kept, session);
   std::signal(SIGINT, SIG_DFL);
   m->save_heat();
   if (a.stats) print_stats(st, m->load_seconds);
@@ -199,6 +223,12 @@ Command add_run(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past <|end_of_msg|> (fixed-length benchmarks)");
+  sub->add_option("--prompt-cache-dir", a->prompt_cache_dir,
+                  "Keep prompt states on disk here and reuse them for prompts that share a prefix (default: "
+                  "STORE/prompt-cache with --store; none with --model)");
+  sub->add_option("--prompt-cache-disk-gb", a->prompt_cache_disk_gb, "Disk budget of the kept prompt states (0 = none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_flag("--stats", a->stats, "Print per-token times and prefill/decode tokens/s");
   sub->add_option("--stats-json", a->stats_json, "Write every step's figures (and speculation's) as JSON to this file");
   sub->add_option("--tokens-out", a->tokens_out, "Write the generated token ids (comma-separated) to this file");

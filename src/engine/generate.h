@@ -31,6 +31,14 @@ struct GenerateParams {
   StepObserver* observer = nullptr;
   int64_t prefill_chunk = kDefaultPrefillChunk;  // rows per prefill slice (engine/prefill.h); 0 = whole group
   int64_t prefill_group = 0;                     // positions per layer-major prefill pass; 0 = by memory (prefill_group_rows)
+  // generate_speculative only: the session already holds prompt[0, prompt_done)
+  // (a state restored from disk), so the prefill starts there; and when
+  // prompt_done < save_point < the prompt's size, the prefill stops once at
+  // save_point and tells at_save_point (to keep that state). Neither changes
+  // a bit of the output.
+  int64_t prompt_done = 0;
+  int64_t save_point = 0;
+  std::function<void(const K3Session&)> at_save_point;
 };
 
 enum class StopReason { Eos, MaxNew, ContextFull, Interrupted };

@@ -1,11 +1,15 @@
 #include "engine/loaded_model.h"
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <sstream>
 
 #include "remote/prefetch_experts.h"
 #include "store/spine_file.h"
 #include "util/error.h"
+#include "util/file.h"
+#include "util/sha256.h"
 #include "util/progress.h"
 
 namespace deltafin {
@@ -40,6 +44,26 @@ std::string LoadedK3::describe() const {
   return o.str();
 }
 
+namespace {
+
+std::string checkpoint_fingerprint(const std::string& dir) {
+  std::string id = "hf-checkpoint\n" + read_text_file(dir + "/config.json") + "\n";
+  if (file_exists(dir + "/model.safetensors.index.json")) id += read_text_file(dir + "/model.safetensors.index.json");
+  std::vector<std::string> shards;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".safetensors") shards.push_back(cat(e.path().filename().string(), " ", e.file_size()));
+  std::sort(shards.begin(), shards.end());
+  for (const std::string& s : shards) id += "\n" + s;
+  return to_hex(sha256(id.data(), id.size()));
+}
+
+std::string store_fingerprint(const std::string& dir) {
+  const std::string id = "store\n" + read_text_file(dir + "/config.json") + "\n" + read_text_file(dir + "/store.json");
+  return to_hex(sha256(id.data(), id.size()));
+}
+
+}  // namespace
+
 std::unique_ptr<LoadedK3> load_k3_resident(const std::string& dir, int threads) {
   if (threads < 1) fail("--threads must be at least 1, got ", threads);
   auto t0 = std::chrono::steady_clock::now();
@@ -52,6 +76,7 @@ std::unique_ptr<LoadedK3> load_k3_resident(const std::string& dir, int threads) 
   m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(dir));
   m->pool = std::make_unique<ThreadPool>(threads);
   m->model = std::make_unique<K3Model>(m->config, m->weights, *m->experts, m->pool.get());
+  m->fingerprint = checkpoint_fingerprint(dir);
   m->load_seconds = since(t0);
   return m;
 }
@@ -69,13 +94,16 @@ std::unique_ptr<LoadedK3> load_k3_store(const std::string& store_dir, const Engi
     fail(store_dir, "/store.json: ", man.layers, " layers x ", man.experts, " experts, but config.json says ",
          c.num_hidden_layers, " x ", c.num_experts);
   m->spine_format = spine_format_name(man.spine_format);
+  m->fingerprint = store_fingerprint(store_dir);
   m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(store_dir));
   if (static_cast<int64_t>(m->tokenizer->vocab_size()) != c.vocab_size)
     fail(store_dir, ": the tokenizer has ", m->tokenizer->vocab_size(), " ids but config.json's vocab_size is ", c.vocab_size);
 
   uint64_t moe_experts = 0;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) moe_experts += c.is_moe_layer(l) ? c.num_experts : 0;
-  m->memory = plan_memory(man.spine_bytes, man.expert_bytes, moe_experts, c.num_experts_per_token, o.cache_gb,
+  // The spine in RAM: the stored tensors and what is derived from them at load.
+  const uint64_t spine_ram = man.spine_bytes + k3_derived_weight_bytes(c, man.spine_format == SpineFormat::Int8Row);
+  m->memory = plan_memory(spine_ram, man.expert_bytes, moe_experts, c.num_experts_per_token, o.cache_gb,
                           o.pin_gb, o.lookahead != LookaheadMode::Off);
 
   auto spine = open_store_spine(store_dir, man);

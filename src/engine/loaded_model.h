@@ -41,6 +41,12 @@ struct LoadedK3 {
   std::unique_ptr<RouteLookahead> lookahead;
   std::unique_ptr<K3Model> model;
   double load_seconds = 0;
+  // SHA-256 (hex) of what decides the numerics: config.json and the weights'
+  // identity (a checkpoint's index and shard sizes, or a store's store.json,
+  // which names the spine format and every expert's hash). Prompt states
+  // kept on disk (engine/prompt_disk_cache.h) are only ever used by a model
+  // with the same fingerprint.
+  std::string fingerprint;
 
   // Writes the heat histogram back to the store (atomically), if streaming.
   void save_heat();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "spec/drafter_factory.h"
@@ -43,6 +44,8 @@ GenerationService::GenerationService(LoadedK3& model, ServiceOptions options, co
       shutdown_(shutdown),
       cache_(options.prompt_cache_entries, options.prompt_cache_bytes),
       drafters_(options.draft, model, options.dspark_dir, options.draft_model_dir) {
+  if (!o_.prompt_cache_dir.empty() && o_.prompt_cache_disk_bytes > 0)
+    disk_ = std::make_unique<PromptDiskCache>(o_.prompt_cache_dir, o_.prompt_cache_disk_bytes, m_.fingerprint, m_.config);
   session_budget_ = o_.session_budget_bytes > 0 ? o_.session_budget_bytes
                                                  : derived_session_budget(m_, o_.prompt_cache_bytes);
   const int64_t model_limit = m_.config.max_position_embeddings;
@@ -134,7 +137,15 @@ Outcome GenerationService::run(const PreparedPrompt& p, const std::function<bool
   stepper.set_draft_stop(m_.tokenizer->eos_id());
   out.drafter = drafter ? drafter->name() : "none";
   const int64_t n = out.prompt_tokens;
-  const int64_t reused = cache_.restore(p.tokens, session);
+  // Reuse: the longest kept prefix, from RAM or, when longer, from disk.
+  int64_t reused = cache_.restore(p.tokens, session);
+  if (disk_ && disk_->available(p.tokens, reused) > reused) {
+    K3Session from_disk(m_.config);
+    if (const int64_t l = disk_->restore(p.tokens, reused, from_disk); l > reused) {
+      session = std::move(from_disk);
+      reused = out.disk_tokens = l;
+    }
+  }
   out.cached_tokens = reused;
   prompt_tokens_.store(n);
   prefill_done_.store(reused);
@@ -147,19 +158,42 @@ Outcome GenerationService::run(const PreparedPrompt& p, const std::function<bool
 
   // Prefill layer-major (slices of prefill_chunk rows) up to n-1, snapshot
   // there (the point a repeat of this prompt restores to), then the last
-  // token. A cancel is noticed before every layer; prefill() rolls an
-  // unfinished pass back.
+  // token. With a disk cache the prefill stops once at the last whole block
+  // (PromptDiskCache::save_point) to snapshot the state kept on disk; the
+  // cut changes no bit (a pass equals its parts). A cancel is noticed
+  // within ~20 ms of model time; prefill() rolls an unfinished pass back.
   std::vector<K3Session::Snapshot> boundaries;
   const std::span<const uint32_t> all(p.tokens);
-  const auto head = all.subspan(static_cast<size_t>(reused), static_cast<size_t>(n - 1 - reused));
   auto tell_drafter = [&](size_t rows) {
     if (drafter) drafter->committed(model.captured(), rows);
   };
-  if (!head.empty() &&
-      (stop_now() || prefill(model, session, head, o_.prefill_chunk, nullptr, stop_now, tell_drafter, 0,
-                             [&](int64_t done) { prefill_done_.store(reused + done); })
-                             .T == 0))
-    return out.finish = Finish::Cancelled, out;
+  auto prefill_range = [&](int64_t from, int64_t to) {
+    if (to <= from) return true;
+    if (stop_now()) return false;
+    return prefill(model, session, all.subspan(static_cast<size_t>(from), static_cast<size_t>(to - from)),
+                   o_.prefill_chunk, nullptr, stop_now, tell_drafter, 0,
+                   [&](int64_t done) { prefill_done_.store(from + done); })
+               .T != 0;
+  };
+  const int64_t save_at = disk_ ? PromptDiskCache::save_point(n) : 0;
+  std::optional<K3Session::Snapshot> disk_snapshot;
+  // Kept on disk however the request ends once the state exists (a later
+  // cancel or error does not make it wrong).
+  struct KeepOnDisk {
+    GenerationService& g;
+    const std::optional<K3Session::Snapshot>& snap;
+    std::span<const uint32_t> tokens;
+    const K3Session& session;
+    ~KeepOnDisk() {
+      if (snap && g.disk_) g.disk_->save(tokens.first(static_cast<size_t>(snap->length)), *snap, session);
+    }
+  };
+  if (save_at > reused) {
+    if (!prefill_range(reused, save_at)) return out.finish = Finish::Cancelled, out;
+    disk_snapshot = session.snapshot();
+  }
+  KeepOnDisk keep_on_disk{*this, disk_snapshot, all, session};
+  if (!prefill_range(std::max(reused, save_at), n - 1)) return out.finish = Finish::Cancelled, out;
   if (n > 1) boundaries.push_back(session.snapshot());
   if (stop_now()) return out.finish = Finish::Cancelled, out;
   Rows logits = model.forward(session, all.last(1), false);
@@ -230,13 +264,20 @@ Outcome GenerationService::run(const PreparedPrompt& p, const std::function<bool
     totals_.spec_drafted += spec.drafted;
     totals_.spec_accepted += spec.accepted;
   }
-  // Keep the state for reuse: a snapshot at the end, beside the prompt's.
+  // Keep the state for reuse: on disk (before the session moves), and in RAM
+  // with a snapshot at the end beside the prompt's.
+  if (disk_snapshot && disk_) disk_->save(all.first(static_cast<size_t>(disk_snapshot->length)), *disk_snapshot, session);
+  disk_snapshot.reset();
   if (session.length() > n) boundaries.push_back(session.snapshot());
   if (!boundaries.empty()) {
     cache_.put(std::move(consumed), std::move(session), std::move(boundaries));
     std::lock_guard lock(totals_mu_);
     totals_.cache_entries = cache_.entries();
     totals_.cache_bytes = cache_.bytes();
+  }
+  if (disk_) {
+    std::lock_guard lock(totals_mu_);
+    totals_.disk = disk_->stats();
   }
   if (m_.stream) note_request_for_heat();
   out.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();

@@ -17,6 +17,7 @@
 
 #include "engine/loaded_model.h"
 #include "engine/prefill.h"
+#include "engine/prompt_disk_cache.h"
 #include "server/api/request.h"
 #include "server/prompt_cache.h"
 #include "spec/drafter_factory.h"
@@ -27,6 +28,8 @@ struct ServiceOptions {
   int64_t max_tokens_ceiling = 4096;   // --max-tokens: the most a request may ask for
   size_t prompt_cache_entries = 4;     // --prompt-cache-slots
   uint64_t prompt_cache_bytes = 1ull << 30;  // --prompt-cache-mb
+  std::string prompt_cache_dir;               // --prompt-cache-dir: prompt states on disk ("" = none)
+  uint64_t prompt_cache_disk_bytes = 0;       // --prompt-cache-disk-gb: their disk budget (0 = none)
   int64_t context_limit = 0;           // --context: positions a session may hold; 0 = what the session budget holds
   uint64_t session_budget_bytes = 0;   // --session-budget-mb: RAM for the running request's session; 0 = derived (below)
   int64_t prefill_chunk = 64;          // rows per prefill slice (engine/prefill.h)
@@ -48,7 +51,8 @@ enum class Finish { Eos, Length, Stopped, Cancelled };
 struct Outcome {
   Finish finish = Finish::Length;
   int64_t prompt_tokens = 0;
-  int64_t cached_tokens = 0;      // prompt positions restored from the prompt cache
+  int64_t cached_tokens = 0;      // prompt positions restored from the prompt cache (RAM or disk)
+  int64_t disk_tokens = 0;        // of them, restored from a state kept on disk
   int64_t completion_tokens = 0;  // tokens handed to on_token (the end-of-message token is not one)
   double prefill_seconds = 0, seconds = 0;
   std::string drafter;  // the drafter this request used ("none" = plain decoding)
@@ -102,6 +106,7 @@ public:
     int64_t spec_rounds = 0, spec_drafted = 0, spec_accepted = 0;  // speculation: verification rounds, drafts
     size_t cache_entries = 0;
     uint64_t cache_bytes = 0;
+    PromptDiskCache::Stats disk;  // all zero without a disk cache
   };
   Totals totals() const;
 
@@ -126,6 +131,7 @@ private:
   std::atomic<int64_t> prompt_tokens_{0}, prefill_done_{0}, generated_{0};
   const std::atomic<bool>* shutdown_;
   PromptCache cache_;
+  std::unique_ptr<PromptDiskCache> disk_;  // prompt states on disk, when a directory is given
   DrafterFactory drafters_;  // loaded once; each request gets its own drafter
   mutable std::mutex totals_mu_;
   Totals totals_;

@@ -254,7 +254,9 @@ void ApiServer::handle_health(http::Exchange& ex) {
             {"reused_positions", t.reused_positions},
             {"generated_tokens", t.generated_tokens},
             {"speculation", {{"drafter", service_.draft()}, {"rounds", t.spec_rounds}, {"drafted", t.spec_drafted}, {"accepted", t.spec_accepted}}},
-            {"prompt_cache", {{"entries", t.cache_entries}, {"bytes", t.cache_bytes}}},
+            {"prompt_cache", {{"entries", t.cache_entries}, {"bytes", t.cache_bytes},
+                              {"disk", {{"hits", t.disk.hits}, {"writes", t.disk.writes}, {"rejected", t.disk.rejected},
+                                        {"evicted", t.disk.evicted}, {"bytes", t.disk.bytes}}}}},
             {"connections", {{"open", s.open}, {"accepted", s.accepted}, {"refused", s.refused}, {"timeouts", s.timeouts},
                              {"protocol_errors", s.protocol_errors}, {"buffered_bytes", s.buffered_bytes}}}};
   send_json(ex, 200, j);
@@ -332,8 +334,9 @@ void ApiServer::handle_generation(api::Endpoint endpoint, http::Exchange& ex) {
     const double s = r.outcome.seconds;
     seconds_per_request_.store(0.8 * seconds_per_request_.load() + 0.2 * s);
     if (o_.log_requests)
-      std::fprintf(stderr, "serve: %s prompt %lld tokens (%lld reused), %lld generated, %s, %.2f s\n", j.head.id.c_str(),
-                   static_cast<long long>(r.outcome.prompt_tokens), static_cast<long long>(r.outcome.cached_tokens),
+      std::fprintf(stderr, "serve: %s prompt %lld tokens (%lld reused, %lld of them from disk), %lld generated, %s, %.2f s\n",
+                   j.head.id.c_str(), static_cast<long long>(r.outcome.prompt_tokens),
+                   static_cast<long long>(r.outcome.cached_tokens), static_cast<long long>(r.outcome.disk_tokens),
                    static_cast<long long>(r.outcome.completion_tokens),
                    r.outcome.finish == Finish::Cancelled ? "cancelled" : finish_reason(r.outcome.finish, r.stopped_by_string), s);
   };

@@ -25,7 +25,9 @@ GenerateStats generate_speculative(K3Model& model, K3Session& session, const std
                                    const std::function<void(uint32_t)>& on_token,
                                    const std::function<void(const float*, size_t)>& on_logits) {
   // The same prompt checks and stop rules as generate() (engine/generate.h).
-  const int64_t limit = generation_limit(model.config(), p, session.length(), prompt.size());
+  if (p.prompt_done < 0 || p.prompt_done >= static_cast<int64_t>(prompt.size()) || session.length() < p.prompt_done)
+    fail("generate: prompt_done ", p.prompt_done, " with a prompt of ", prompt.size(), " and a session of ", session.length());
+  const int64_t limit = generation_limit(model.config(), p, session.length() - p.prompt_done, prompt.size());
   GenerateStats st;
   SpecStats local;
   SpecStats& ss = stats_out ? *stats_out : local;
@@ -39,8 +41,18 @@ GenerateStats generate_speculative(K3Model& model, K3Session& session, const std
   };
 
   const auto t0 = Clock::now();
-  Rows logits =
-      prefill(model, session, prompt, p.prefill_chunk, p.observer, stop_requested(p.stop), tell_drafter, p.prefill_group);
+  const std::span<const uint32_t> all(prompt);
+  auto prefill_range = [&](int64_t from, int64_t to) {
+    return prefill(model, session, all.subspan(static_cast<size_t>(from), static_cast<size_t>(to - from)),
+                   p.prefill_chunk, p.observer, stop_requested(p.stop), tell_drafter, p.prefill_group);
+  };
+  int64_t from = p.prompt_done;
+  if (p.at_save_point && p.save_point > from && p.save_point < static_cast<int64_t>(prompt.size())) {
+    if (prefill_range(from, p.save_point).T == 0) return st.reason = StopReason::Interrupted, st;
+    p.at_save_point(session);
+    from = p.save_point;
+  }
+  Rows logits = prefill_range(from, static_cast<int64_t>(prompt.size()));
   st.prefill_seconds = since(t0);
   if (logits.T == 0) return st.reason = StopReason::Interrupted, st;
 

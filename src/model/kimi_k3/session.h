@@ -32,6 +32,7 @@ public:
   int64_t length() const { return length_; }
   KdaState& kda(int64_t layer) { return kda_[static_cast<size_t>(layer)]; }
   MlaCache& mla(int64_t layer) { return mla_[static_cast<size_t>(layer)]; }
+  const MlaCache& mla(int64_t layer) const { return mla_[static_cast<size_t>(layer)]; }
   void advance(int64_t positions) { length_ += positions; }
 
   struct Snapshot {

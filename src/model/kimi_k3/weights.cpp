@@ -98,6 +98,13 @@ Matrix absorbed_key_weights(const Matrix& kv_b, size_t heads, size_t nope, size_
 
 }  // namespace
 
+uint64_t k3_derived_weight_bytes(const K3Config& c, bool int8_row_spine) {
+  uint64_t mla_layers = 0;
+  for (LayerKind k : c.layer_kinds) mla_layers += k == LayerKind::MLA;
+  return mla_layers * static_cast<uint64_t>(c.num_attention_heads * c.kv_lora_rank * c.qk_nope_head_dim) *
+         (int8_row_spine ? 4 : 2);
+}
+
 K3Weights load_k3_weights(const K3Checkpoint& k) {
   CheckpointSpineSource source(k);
   return load_k3_weights(k.config, source);
@@ -148,7 +155,7 @@ K3Weights load_k3_weights(const K3Config& c, SpineTensorSource& source) {
       a.kv_a_norm = ld.vec(n("self_attn.kv_a_layernorm.weight"));
       a.kv_b_key_t = absorbed_key_weights(a.kv_b, static_cast<size_t>(c.num_attention_heads),
                                           static_cast<size_t>(c.qk_nope_head_dim), static_cast<size_t>(c.v_head_dim));
-      ld.bytes += a.kv_b_key_t.storage.size();
+      w.derived_bytes += a.kv_b_key_t.storage.size();
     }
     if (!c.is_moe_layer(i)) {
       l.dense.gate = ld.matrix(n("mlp.gate_proj.weight"));

@@ -66,8 +66,12 @@ struct K3Weights {
   Matrix embed, lm_head;
   std::vector<float> final_norm, s_out;
   std::vector<LayerWeights> layers;
-  uint64_t bytes = 0;  // resident bytes, for reporting
+  uint64_t bytes = 0;          // resident bytes of the loaded tensors (= a store's spine_bytes)
+  uint64_t derived_bytes = 0;  // resident bytes computed at load from them (MlaWeights::kv_b_key_t)
 };
+
+// What load_k3_weights will add as derived_bytes, before loading (memory plans).
+uint64_t k3_derived_weight_bytes(const K3Config& config, bool int8_row_spine);
 
 // Where the spine's tensors come from: a Hugging Face checkpoint (all BF16) or
 // a deltafin store's spine files (BF16 or int8-row). Names are the checkpoint's.

@@ -1,0 +1,253 @@
+#include "engine/prompt_disk_cache.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "model/kimi_k3/session_file.h"
+#include "util/crc32c.h"
+#include "util/error.h"
+#include "util/file.h"
+#include "util/sha256.h"
+
+namespace deltafin {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kMagic[8] = {'D', 'F', 'P', 'S', 'T', 'A', 'T', 'E'};
+constexpr size_t kHeaderBytes = 128;
+constexpr const char* kSuffix = ".state";
+
+// Header layout (little-endian): magic[8], u32 version, u32 0, fingerprint
+// (64 hex chars), u64 length, u64 payload bytes, u32 payload CRC-32C,
+// zeros up to byte 124, u32 CRC-32C of bytes 0..123.
+struct Header {
+  uint32_t version = 0;
+  std::string fingerprint;
+  uint64_t length = 0, payload_bytes = 0;
+  uint32_t payload_crc = 0;
+};
+
+template <typename T>
+void put_at(uint8_t* p, size_t at, T v) {
+  std::memcpy(p + at, &v, sizeof v);
+}
+template <typename T>
+T get_at(const uint8_t* p, size_t at) {
+  T v;
+  std::memcpy(&v, p + at, sizeof v);
+  return v;
+}
+
+std::vector<uint8_t> encode_header(const Header& h) {
+  std::vector<uint8_t> b(kHeaderBytes, 0);
+  std::memcpy(b.data(), kMagic, 8);
+  put_at<uint32_t>(b.data(), 8, h.version);
+  std::memcpy(b.data() + 16, h.fingerprint.data(), std::min<size_t>(64, h.fingerprint.size()));
+  put_at<uint64_t>(b.data(), 80, h.length);
+  put_at<uint64_t>(b.data(), 88, h.payload_bytes);
+  put_at<uint32_t>(b.data(), 96, h.payload_crc);
+  put_at<uint32_t>(b.data(), 124, crc32c(b.data(), 124));
+  return b;
+}
+
+void touch(const std::string& path) { ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0); }
+
+bool pid_alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+
+}  // namespace
+
+PromptDiskCache::PromptDiskCache(std::string dir, uint64_t budget_bytes, std::string fingerprint, const K3Config& config)
+    : dir_(std::move(dir)), budget_(budget_bytes), fingerprint_(std::move(fingerprint)), config_(config) {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) fail("prompt cache: cannot create ", dir_, ": ", ec.message());
+  if (fingerprint_.size() != 64) fail("prompt cache: the model fingerprint must be 64 hex characters");
+  // Temporaries of writers that are gone (a crash, kill -9) are removed.
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    const size_t tmp = name.find(".tmp-");
+    if (tmp != std::string::npos && !pid_alive(std::atol(name.c_str() + tmp + 5))) fs::remove(e.path(), ec);
+    else if (name.size() > 6 && name.ends_with(kSuffix)) stats_.bytes += e.file_size(ec);
+  }
+}
+
+int64_t PromptDiskCache::save_point(int64_t n) { return n > 0 ? (n - 1) / kBlock * kBlock : 0; }
+
+std::vector<std::string> PromptDiskCache::chain(std::span<const uint32_t> tokens, int64_t blocks) const {
+  std::vector<std::string> names;
+  const std::string seed = cat("deltafin prompt state v", kFormatVersion, "\n", fingerprint_);
+  Sha256Digest h = sha256(seed.data(), seed.size());
+  for (int64_t k = 0; k < blocks; ++k) {
+    Sha256 s;
+    s.update(h.data(), h.size());
+    s.update(tokens.data() + k * kBlock, kBlock * sizeof(uint32_t));  // u32 little-endian, as held
+    h = s.finish();
+    names.push_back(dir_ + "/" + to_hex(h) + kSuffix);
+  }
+  return names;
+}
+
+std::string PromptDiskCache::path_for(std::span<const uint32_t> tokens, int64_t blocks) const {
+  return chain(tokens, blocks).back();
+}
+
+int64_t PromptDiskCache::available(std::span<const uint32_t> prompt, int64_t more_than) const {
+  const int64_t blocks = save_point(static_cast<int64_t>(prompt.size())) / kBlock;
+  if (blocks == 0) return 0;
+  const std::vector<std::string> names = chain(prompt, blocks);
+  for (int64_t k = blocks; k >= 1 && k * kBlock > more_than; --k)
+    if (file_exists(names[static_cast<size_t>(k - 1)])) return k * kBlock;
+  return 0;
+}
+
+int64_t PromptDiskCache::restore(std::span<const uint32_t> prompt, int64_t more_than, K3Session& session) {
+  const int64_t blocks = save_point(static_cast<int64_t>(prompt.size())) / kBlock;
+  if (blocks == 0) return 0;
+  const std::vector<std::string> names = chain(prompt, blocks);
+  for (int64_t k = blocks; k >= 1 && k * kBlock > more_than; --k) {
+    const std::string& path = names[static_cast<size_t>(k - 1)];
+    if (!file_exists(path)) continue;
+    if (load(path, prompt, k * kBlock, session)) {
+      touch(path);
+      stats_.hits++;
+      return k * kBlock;
+    }
+    session.reset();
+  }
+  return 0;
+}
+
+void PromptDiskCache::reject(const std::string& path, const std::string& why) {
+  std::fprintf(stderr, "prompt cache: ignoring %s: %s (removed; the prompt is computed instead)\n", path.c_str(),
+               why.c_str());
+  std::error_code ec;
+  const uint64_t size = fs::file_size(path, ec);
+  if (fs::remove(path, ec) && stats_.bytes >= size) stats_.bytes -= size;
+  stats_.rejected++;
+}
+
+bool PromptDiskCache::load(const std::string& path, std::span<const uint32_t> prompt, int64_t length, K3Session& session) {
+  try {
+    const File f = File::open_read(path);
+    const uint64_t size = f.size();
+    if (size < kHeaderBytes) return reject(path, cat("truncated: ", size, " bytes, not even the header")), false;
+    std::vector<uint8_t> head(kHeaderBytes);
+    f.pread_exact(head.data(), kHeaderBytes, 0);
+    if (std::memcmp(head.data(), kMagic, 8) != 0) return reject(path, "not a deltafin prompt state"), false;
+    if (get_at<uint32_t>(head.data(), 124) != crc32c(head.data(), 124))
+      return reject(path, "its header is corrupt (CRC-32C mismatch)"), false;
+    Header h;
+    h.version = get_at<uint32_t>(head.data(), 8);
+    h.fingerprint.assign(reinterpret_cast<const char*>(head.data() + 16), 64);
+    h.length = get_at<uint64_t>(head.data(), 80);
+    h.payload_bytes = get_at<uint64_t>(head.data(), 88);
+    h.payload_crc = get_at<uint32_t>(head.data(), 96);
+    if (h.version != kFormatVersion)
+      return reject(path, cat("format version ", h.version, "; this deltafin reads version ", kFormatVersion)), false;
+    if (h.fingerprint != fingerprint_)
+      return reject(path, cat("it is from another model or build of the weights (fingerprint ", h.fingerprint.substr(0, 16),
+                              "..., this model's ", fingerprint_.substr(0, 16), "...)")),
+             false;
+    if (h.length != static_cast<uint64_t>(length))
+      return reject(path, cat("it holds ", h.length, " positions, its name says ", length)), false;
+    const uint64_t want = static_cast<uint64_t>(length) * 4 + session_state_bytes(config_, length);
+    if (h.payload_bytes != want)
+      return reject(path, cat("its payload is ", h.payload_bytes, " bytes; ", length, " positions are ", want)), false;
+    if (size != kHeaderBytes + want)
+      return reject(path, cat("truncated or padded: ", size, " bytes, expected ", kHeaderBytes + want)), false;
+    std::vector<uint8_t> payload(want);
+    f.pread_exact(payload.data(), want, kHeaderBytes);
+    if (crc32c(payload.data(), payload.size()) != h.payload_crc)
+      return reject(path, "its contents are corrupt (CRC-32C mismatch)"), false;
+    if (std::memcmp(payload.data(), prompt.data(), static_cast<size_t>(length) * 4) != 0)
+      return reject(path, "its tokens differ from the prompt's (a hash collision)"), false;
+    decode_session_state(config_, payload.data() + length * 4, want - static_cast<uint64_t>(length) * 4, length, session);
+    return true;
+  } catch (const Error& e) {
+    session.reset();
+    reject(path, e.what());
+    return false;
+  }
+}
+
+void PromptDiskCache::save(std::span<const uint32_t> tokens, const K3Session::Snapshot& kda, const K3Session& session) {
+  const int64_t length = kda.length;
+  if (length <= 0 || length % kBlock != 0 || static_cast<int64_t>(tokens.size()) < length) return;
+  const std::string path = path_for(tokens, length / kBlock);
+  if (file_exists(path)) {
+    touch(path);
+    return;
+  }
+  const uint64_t payload_bytes = static_cast<uint64_t>(length) * 4 + session_state_bytes(config_, length);
+  if (kHeaderBytes + payload_bytes > budget_) return;  // larger than the whole budget: never kept
+  try {
+    std::vector<uint8_t> payload(static_cast<size_t>(length) * 4);
+    std::memcpy(payload.data(), tokens.data(), payload.size());
+    const std::vector<uint8_t> state = encode_session_state(config_, kda, session, length);
+    payload.insert(payload.end(), state.begin(), state.end());
+    Header h;
+    h.version = kFormatVersion;
+    h.fingerprint = fingerprint_;
+    h.length = static_cast<uint64_t>(length);
+    h.payload_bytes = payload.size();
+    h.payload_crc = crc32c(payload.data(), payload.size());
+    const std::vector<uint8_t> head = encode_header(h);
+    AtomicFile out(path);
+    out.write(head.data(), head.size());
+    out.write(payload.data(), payload.size());
+    if (const char* pause = std::getenv("DELTAFIN_TEST_PROMPT_STATE_PAUSE_MS")) {  // tests: a kill -9 mid-write
+      std::fprintf(stderr, "prompt cache: writing %s\n", path.c_str());
+      std::fflush(stderr);
+      ::usleep(static_cast<useconds_t>(std::atol(pause)) * 1000);
+    }
+    out.commit();
+    stats_.writes++;
+    stats_.bytes += kHeaderBytes + payload.size();
+    enforce_budget(path);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "prompt cache: could not keep the state of %lld positions: %s\n", static_cast<long long>(length),
+                 e.what());
+  }
+}
+
+// Least recently used first (mtime, refreshed on every hit), never `keep`.
+void PromptDiskCache::enforce_budget(const std::string& keep) {
+  struct Kept {
+    fs::file_time_type used;
+    uint64_t bytes;
+    std::string path;
+  };
+  std::vector<Kept> files;
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.ends_with(kSuffix) || name.find(".tmp-") != std::string::npos) continue;
+    const uint64_t bytes = e.file_size(ec);
+    files.push_back({e.last_write_time(ec), bytes, e.path().string()});
+    total += bytes;
+  }
+  std::sort(files.begin(), files.end(), [](const Kept& a, const Kept& b) { return a.used < b.used; });
+  for (const Kept& f : files) {
+    if (total <= budget_) break;
+    if (f.path == keep) continue;
+    if (fs::remove(f.path, ec)) {
+      total -= f.bytes;
+      stats_.evicted++;
+    }
+  }
+  stats_.bytes = total;
+}
+
+}  // namespace deltafin

@@ -1,0 +1,86 @@
+// Prompt states kept on disk, so a restarted `run` or `serve` continues a
+// prompt that shares a long prefix with an earlier one (a 10k-token system
+// prompt, a document) instead of prefilling it again.
+//
+// Keys: the prompt is cut into blocks of kBlock tokens, and block k's key is
+// a hash chain h_k = SHA-256(h_{k-1} ‖ the block's tokens), h_0 = SHA-256 of
+// the model fingerprint and the format version. A state is kept only at a
+// whole-block length L, in "<hex h_{L/B}>.state"; so any later prompt that
+// shares L tokens of prefix finds it by its own chain, whatever follows, and
+// states of another model or format can never be looked up by mistake.
+//
+// A file is: a header (magic, format version, the fingerprint, L, the
+// payload's size and CRC-32C, the header's own CRC-32C), the L tokens (checked
+// against the prompt, so even a hash collision cannot restore a wrong
+// state), and the session state (model/kimi_k3/session_file.h). It is written
+// under a temporary name, fsynced and renamed (util/file.h AtomicFile): a
+// crash leaves either no file or a whole one; stale temporaries are removed
+// when the cache is opened. A file that is truncated, corrupt (any CRC), of
+// another model, format or length, or whose tokens differ is ignored with a
+// warning on stderr and removed: never used.
+//
+// Disk budget: after each write, the least recently used files (mtime,
+// refreshed on every hit) are removed until the directory holds at most
+// `budget_bytes`; a state larger than the whole budget is not written.
+// One process at a time per directory (like a streamed store).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/kimi_k3/session.h"
+
+namespace deltafin {
+
+class PromptDiskCache {
+public:
+  static constexpr int64_t kBlock = 256;
+  static constexpr uint32_t kFormatVersion = 1;
+
+  // Opens (creates) `dir`. `fingerprint`: what identifies the model's
+  // weights and numerics (engine: LoadedK3::fingerprint). Throws
+  // deltafin::Error when the directory cannot be made.
+  PromptDiskCache(std::string dir, uint64_t budget_bytes, std::string fingerprint, const K3Config& config);
+
+  // The longest kept length L with more_than < L < prompt.size() (at least
+  // one token is always left to run); 0 when none. Looks at names only.
+  int64_t available(std::span<const uint32_t> prompt, int64_t more_than) const;
+  // Restores a fresh `session` to the state after prompt[0, L) for the
+  // longest valid kept L (as available()), trying shorter ones when a file
+  // proves bad; returns L, or 0 with the session left fresh.
+  int64_t restore(std::span<const uint32_t> prompt, int64_t more_than, K3Session& session);
+
+  // Where a prompt of n tokens is worth keeping: the largest whole-block
+  // length below n (0 when the prompt is shorter than a block).
+  static int64_t save_point(int64_t prompt_tokens);
+  // Keeps the state after tokens[0, L), L = kda.length (a whole number of
+  // blocks): the KDA state from `kda`, the latent rows from `session`
+  // (which holds at least L positions). Does nothing when that state is
+  // already kept (it is marked used). Errors are warned about, not thrown:
+  // a cache that cannot write costs only the reuse.
+  void save(std::span<const uint32_t> tokens, const K3Session::Snapshot& kda, const K3Session& session);
+
+  struct Stats {
+    int64_t hits = 0, writes = 0, rejected = 0, evicted = 0;
+    uint64_t bytes = 0;  // of the kept files, after the last write or eviction
+  };
+  Stats stats() const { return stats_; }
+  const std::string& dir() const { return dir_; }
+
+private:
+  std::string path_for(std::span<const uint32_t> tokens, int64_t blocks) const;
+  std::vector<std::string> chain(std::span<const uint32_t> tokens, int64_t blocks) const;
+  bool load(const std::string& path, std::span<const uint32_t> prompt, int64_t length, K3Session& session);
+  void reject(const std::string& path, const std::string& why);
+  void enforce_budget(const std::string& keep);
+
+  std::string dir_;
+  uint64_t budget_;
+  std::string fingerprint_;
+  const K3Config& config_;
+  Stats stats_;
+};
+
+}  // namespace deltafin

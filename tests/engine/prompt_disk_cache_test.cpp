@@ -1,0 +1,250 @@
+// Prompt states on disk (engine/prompt_disk_cache.h): a restored state
+// equals the computed one bit for bit (session and the logits that follow),
+// any prompt sharing the prefix finds it, and every kind of bad file — a
+// flipped byte, a truncated file, a corrupt header, a file of another model —
+// is ignored with a warning and removed, never used; the disk budget evicts
+// the least recently used. (The kill -9 and restarted-server cases drive the
+// binary: tests/server/prompt_state_process_test.cpp.)
+#include "engine/prompt_disk_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "engine/loaded_model.h"
+#include "engine/prefill.h"
+#include "model/kimi_k3/generator.h"
+#include "model/kimi_k3/presets.h"
+#include "model/kimi_k3/session_file.h"
+#include "support/session_compare.h"
+#include "support/test_support.h"
+
+using namespace deltafin;
+namespace fs = std::filesystem;
+using test::expect_same_state;
+using test::same_bits;
+
+namespace {
+
+constexpr int64_t B = PromptDiskCache::kBlock;
+
+struct Tiny {
+  test::TempDir root;
+  std::string dir;
+  std::unique_ptr<LoadedK3> m;
+  Tiny() {
+    dir = root.path() + "/ckpt";
+    GenerateOptions o;
+    o.out_dir = dir;
+    o.seed = 8;
+    o.dims = preset_dims("tiny");
+    o.progress = false;
+    generate_k3_checkpoint(o);
+    m = load_k3_resident(dir, 1);
+  }
+};
+
+Tiny& tiny() {
+  static Tiny t;
+  return t;
+}
+
+const std::string kFingerprint(64, 'a');
+
+std::vector<uint32_t> prompt_of(uint64_t seed, size_t n) {
+  return test::random_tokens(seed, n, static_cast<uint32_t>(tiny().m->config.vocab_size));
+}
+
+// Prefills tokens[0, L) into a fresh session and keeps it in `cache`.
+void keep(PromptDiskCache& cache, const std::vector<uint32_t>& tokens, int64_t L) {
+  K3Session s(tiny().m->config);
+  prefill(*tiny().m->model, s, std::span(tokens).first(static_cast<size_t>(L)), 64);
+  cache.save(tokens, s.snapshot(), s);
+}
+
+// The only kept file in `dir`.
+std::string only_file(const std::string& dir) {
+  std::string found;
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".state") found = e.path().string(), ++n;
+  EXPECT_EQ(n, 1);
+  return found;
+}
+
+void flip_byte(const std::string& path, uint64_t at) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(at));
+  char c;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x10);
+  f.seekp(static_cast<std::streamoff>(at));
+  f.write(&c, 1);
+}
+
+}  // namespace
+
+TEST(PromptDiskCache, SavePointIsTheLastWholeBlockBeforeTheLastToken) {
+  EXPECT_EQ(PromptDiskCache::save_point(0), 0);
+  EXPECT_EQ(PromptDiskCache::save_point(B), 0);  // the last token must still run
+  EXPECT_EQ(PromptDiskCache::save_point(B + 1), B);
+  EXPECT_EQ(PromptDiskCache::save_point(3 * B), 2 * B);
+  EXPECT_EQ(PromptDiskCache::save_point(3 * B + 7), 3 * B);
+}
+
+TEST(PromptDiskCache, ARestoredStateEqualsTheComputedOneAndSoDoesWhatFollows) {
+  test::TempDir d;
+  const K3Config& c = tiny().m->config;
+  const std::vector<uint32_t> prompt = prompt_of(1, 2 * B + 40);
+  PromptDiskCache cache(d.path(), 1ull << 30, kFingerprint, c);
+  keep(cache, prompt, 2 * B);
+  EXPECT_EQ(cache.stats().writes, 1);
+  EXPECT_EQ(fs::file_size(only_file(d.path())), 128 + 2 * B * 4 + session_state_bytes(c, 2 * B));
+
+  // A new cache over the same directory (a restart) finds it.
+  PromptDiskCache again(d.path(), 1ull << 30, kFingerprint, c);
+  EXPECT_EQ(again.available(prompt, 0), 2 * B);
+  K3Session restored(c);
+  ASSERT_EQ(again.restore(prompt, 0, restored), 2 * B);
+  EXPECT_EQ(again.stats().hits, 1);
+  K3Session cold(c);
+  prefill(*tiny().m->model, cold, std::span(prompt).first(2 * B), 0);
+  expect_same_state(restored, cold, c, "restored");
+  // The rest of the prompt and a few decode steps give the same bits.
+  const auto rest = std::span(prompt).subspan(2 * B);
+  Rows a = prefill(*tiny().m->model, restored, rest, 64);
+  Rows b = prefill(*tiny().m->model, cold, rest, 64);
+  EXPECT_TRUE(same_bits(a.v, b.v));
+  for (int step = 0; step < 4; ++step) {
+    const uint32_t next[1] = {argmax_first(a.row(0), a.n)};
+    a = tiny().m->model->forward(restored, next, false);
+    b = tiny().m->model->forward(cold, next, false);
+    ASSERT_TRUE(same_bits(a.v, b.v)) << "decode step " << step;
+  }
+  expect_same_state(restored, cold, c, "after decoding");
+}
+
+TEST(PromptDiskCache, AnyPromptSharingTheBlocksFindsTheLongestKeptPrefix) {
+  test::TempDir d;
+  const K3Config& c = tiny().m->config;
+  PromptDiskCache cache(d.path(), 1ull << 30, kFingerprint, c);
+  const std::vector<uint32_t> a = prompt_of(2, 3 * B + 5);
+  keep(cache, a, B);
+  keep(cache, a, 3 * B);
+  // Shares 2 blocks and a bit with a: only the 1-block state applies.
+  std::vector<uint32_t> b(a.begin(), a.begin() + 2 * B + 10);
+  b.push_back(7);
+  for (int i = 0; i < 300; ++i) b.push_back(static_cast<uint32_t>(11 + i % 50));
+  EXPECT_EQ(cache.available(b, 0), B);
+  EXPECT_EQ(cache.available(a, 0), 3 * B);
+  EXPECT_EQ(cache.available(a, 3 * B), 0);  // nothing longer than what the caller has
+  // A prompt of exactly 3 blocks: the 3-block state would leave no token to run.
+  EXPECT_EQ(cache.available(std::span(a).first(3 * B), 0), B);
+  // A different first token: nothing.
+  std::vector<uint32_t> other = a;
+  other[0] ^= 1;
+  EXPECT_EQ(cache.available(other, 0), 0);
+  K3Session s(c);
+  EXPECT_EQ(cache.restore(b, 0, s), B);
+  EXPECT_EQ(s.length(), B);
+}
+
+TEST(PromptDiskCache, BadFilesAreIgnoredWithAWarningAndRemoved) {
+  const K3Config& c = tiny().m->config;
+  const std::vector<uint32_t> prompt = prompt_of(3, B + 3);
+  struct Damage {
+    const char* what;
+    std::function<void(const std::string&)> apply;
+    const char* warning;
+  };
+  const std::vector<Damage> cases = {
+      {"a flipped payload byte", [](const std::string& p) { flip_byte(p, fs::file_size(p) - 10); }, "contents are corrupt"},
+      {"a flipped token byte", [](const std::string& p) { flip_byte(p, 130); }, "contents are corrupt"},
+      {"a flipped header byte", [](const std::string& p) { flip_byte(p, 85); }, "header is corrupt"},
+      {"a truncated file", [](const std::string& p) { fs::resize_file(p, fs::file_size(p) - 100); }, "truncated"},
+      {"a truncated header", [](const std::string& p) { fs::resize_file(p, 60); }, "not even the header"},
+      {"an empty file", [](const std::string& p) { fs::resize_file(p, 0); }, "not even the header"},
+  };
+  for (const Damage& d : cases) {
+    SCOPED_TRACE(d.what);
+    test::TempDir dir;
+    PromptDiskCache cache(dir.path(), 1ull << 30, kFingerprint, c);
+    keep(cache, prompt, B);
+    const std::string path = only_file(dir.path());
+    d.apply(path);
+    testing::internal::CaptureStderr();
+    K3Session s(c);
+    EXPECT_EQ(cache.restore(prompt, 0, s), 0);
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(s.length(), 0);
+    EXPECT_NE(err.find("ignoring " + path), std::string::npos) << err;
+    EXPECT_NE(err.find(d.warning), std::string::npos) << err;
+    EXPECT_FALSE(fs::exists(path));
+    EXPECT_EQ(cache.stats().rejected, 1);
+  }
+}
+
+TEST(PromptDiskCache, AStateOfAnotherModelIsNeverUsed) {
+  const K3Config& c = tiny().m->config;
+  const std::vector<uint32_t> prompt = prompt_of(4, B + 3);
+  test::TempDir mine, theirs;
+  PromptDiskCache ours(mine.path(), 1ull << 30, kFingerprint, c);
+  PromptDiskCache other(theirs.path(), 1ull << 30, std::string(64, 'b'), c);
+  keep(ours, prompt, B);
+  keep(other, prompt, B);
+  // Their file under the name ours looks up (a copied directory, say).
+  const std::string path = only_file(mine.path());
+  fs::copy_file(only_file(theirs.path()), path, fs::copy_options::overwrite_existing);
+  testing::internal::CaptureStderr();
+  K3Session s(c);
+  EXPECT_EQ(ours.restore(prompt, 0, s), 0);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("another model"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(path));
+}
+
+TEST(PromptDiskCache, TheDiskBudgetEvictsTheLeastRecentlyUsed) {
+  const K3Config& c = tiny().m->config;
+  const uint64_t one = 128 + B * 4 + session_state_bytes(c, B);
+  test::TempDir d;
+  PromptDiskCache cache(d.path(), 2 * one + one / 2, kFingerprint, c);  // room for two
+  const std::vector<uint32_t> a = prompt_of(5, B + 1), b = prompt_of(6, B + 1), x = prompt_of(7, B + 1);
+  keep(cache, a, B);
+  keep(cache, b, B);
+  // a is used again, so b is now the least recently used.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  K3Session s(c);
+  ASSERT_EQ(cache.restore(a, 0, s), B);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  keep(cache, x, B);
+  EXPECT_EQ(cache.stats().evicted, 1);
+  EXPECT_EQ(cache.stats().bytes, 2 * one);
+  EXPECT_EQ(cache.available(a, 0), B);
+  EXPECT_EQ(cache.available(b, 0), 0);
+  EXPECT_EQ(cache.available(x, 0), B);
+  // A state larger than the whole budget is never written.
+  PromptDiskCache tiny_budget(d.path() + "/small", one - 1, kFingerprint, c);
+  keep(tiny_budget, a, B);
+  EXPECT_EQ(tiny_budget.stats().writes, 0);
+  EXPECT_EQ(tiny_budget.available(a, 0), 0);
+}
+
+TEST(PromptDiskCache, StaleTemporariesOfDeadWritersAreRemovedAtOpen) {
+  const K3Config& c = tiny().m->config;
+  test::TempDir d;
+  // A writer killed mid-write leaves "<name>.tmp-<pid>"; pid 2^22 + 1 is past
+  // Linux's pid_max, so no process has it.
+  const std::string stale = d.path() + "/0123.state.tmp-4194305";
+  std::ofstream(stale) << "partial";
+  const std::string live = d.path() + "/0456.state.tmp-" + std::to_string(::getpid());
+  std::ofstream(live) << "being written";
+  PromptDiskCache cache(d.path(), 1ull << 30, kFingerprint, c);
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(live));  // its writer is alive
+}
