@@ -90,16 +90,30 @@ void K3Model::attention_mla(int64_t layer, K3Session& s, const Rows& x, Rows& ou
   }
 
   // Causal: position base + t sees cached positions 0 .. base + t. u[t][h]
-  // is the attention-weighted latent of head h; the cache row is read from
-  // memory once per head here, all heads of a row before the next row.
+  // is head h's attention-weighted latent. All heads share the cache rows,
+  // so the rows are swept twice per query row — once for every head's
+  // scores, once for every head's weighted sum — rather than twice per head:
+  // a long cache is read from memory 2 times per row instead of 2H. Each
+  // score and each sum is the same canonical dot / ascending axpy a per-head
+  // loop would do (ops.h attention()), so the bits do not depend on the loop
+  // order.
   Rows u(T, H * rkv);
-  std::vector<float> scratch(base + T);
+  std::vector<float> scores(H * (base + T));
   for (size_t t = 0; t < T; ++t) {
     const size_t n = base + t + 1;
-    for (size_t h = 0; h < H; ++h) {
-      stop_if_cancelled();  // one row's heads over a long context are seconds of work
-      attention(qabs.row(t) + h * R, cache.latent.data(), R, cache.latent.data(), R, n, R, rkv, scale, scratch.data(),
-                u.row(t) + h * rkv);
+    const float* q_t = qabs.row(t);
+    for (size_t j = 0; j < n; ++j) {
+      if ((j & 1023) == 0) stop_if_cancelled();  // a long context is seconds of work per row
+      const float* row = cache.latent.data() + j * R;
+      for (size_t h = 0; h < H; ++h) scores[h * n + j] = dot(q_t + h * R, row, R) * scale;
+    }
+    for (size_t h = 0; h < H; ++h) softmax(scores.data() + h * n, n);
+    float* u_t = u.row(t);
+    for (size_t i = 0; i < H * rkv; ++i) u_t[i] = 0.0f;
+    for (size_t j = 0; j < n; ++j) {
+      if ((j & 1023) == 0) stop_if_cancelled();
+      const float* row = cache.latent.data() + j * R;
+      for (size_t h = 0; h < H; ++h) axpy(scores[h * n + j], row, u_t + h * rkv, rkv);
     }
   }
 
