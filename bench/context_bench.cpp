@@ -3,6 +3,7 @@
 // RAM (bench/context/run.sh; results in bench/results/*-context*).
 //
 //   bench_context MODEL_DIR [--contexts 1024,8192,32768,131072] [--steps 8] [--threads N]
+//   bench_context --session-figures PRESET   (tiny, small, bench, k3: computed, no weights)
 //
 // Prefilling a 128k-token prompt takes hours on a small machine, and decode
 // cost does not depend on what the cached rows hold, so each context is made
@@ -23,6 +24,10 @@
 #include <vector>
 
 #include "engine/loaded_model.h"
+#include <nlohmann/json.hpp>
+
+#include "model/kimi_k3/generator.h"
+#include "model/kimi_k3/presets.h"
 #include "engine/memory_plan.h"
 #include "kernels/ops.h"
 #include "util/error.h"
@@ -63,9 +68,33 @@ std::vector<int64_t> parse_list(const std::string& s) {
   return v;
 }
 
+// The session a preset's config holds, computed (a real K3 is not run here).
+int session_figures(const std::string& preset) {
+  const K3Config c = parse_k3_config(k3_config_json(preset_dims(preset)), preset + " preset");
+  int64_t mla_layers = 0;
+  for (LayerKind k : c.layer_kinds) mla_layers += k == LayerKind::MLA;
+  const uint64_t per_pos = K3Session::bytes_per_position(c), fixed = K3Session::fixed_bytes(c);
+  const uint64_t expanded = static_cast<uint64_t>(mla_layers * c.num_attention_heads *
+                                                  (c.qk_nope_head_dim + c.qk_rope_head_dim + c.v_head_dim)) * 4;
+  std::printf("preset %s: %lld MLA layers x %lld heads; KDA state %.1f MB fixed; per position %llu B latent "
+              "(%llu B per MLA layer) vs %llu B expanded (%.1fx)\n",
+              preset.c_str(), static_cast<long long>(mla_layers), static_cast<long long>(c.num_attention_heads),
+              fixed / 1e6, static_cast<unsigned long long>(per_pos),
+              static_cast<unsigned long long>(per_pos / std::max<int64_t>(mla_layers, 1)),
+              static_cast<unsigned long long>(expanded), static_cast<double>(expanded) / static_cast<double>(per_pos));
+  std::printf("%12s %18s %18s\n", "context", "latent session", "expanded session");
+  for (const int64_t n : {int64_t{4096}, int64_t{32768}, int64_t{131072}, int64_t{1048576}}) {
+    std::printf("%12lld %15.2f GiB %15.2f GiB\n", static_cast<long long>(n),
+                static_cast<double>(fixed + per_pos * static_cast<uint64_t>(n)) / (1ull << 30),
+                static_cast<double>(fixed + expanded * static_cast<uint64_t>(n)) / (1ull << 30));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
+  if (argc == 3 && std::string(argv[1]) == "--session-figures") return session_figures(argv[2]);
   if (argc < 2) {
     std::fprintf(stderr, "usage: bench_context MODEL_DIR [--contexts A,B,...] [--steps N] [--threads N]\n");
     return 2;
