@@ -172,6 +172,11 @@ int run(const RunArgs& a) {
   std::signal(SIGINT, SIG_DFL);
   m->save_heat();
   if (a.stats) print_stats(st, m->load_seconds);
+  if (a.stats)
+    std::fprintf(stderr, "session: %s for %lld positions (%s fixed KDA state + %llu B per position of MLA latent cache)\n",
+                 human_bytes(static_cast<double>(session.bytes())).c_str(), static_cast<long long>(session.length()),
+                 human_bytes(static_cast<double>(K3Session::fixed_bytes(m->config))).c_str(),
+                 static_cast<unsigned long long>(K3Session::bytes_per_position(m->config)));
   if (a.stats && drafter) std::fprintf(stderr, "%s\n", describe_spec(drafter->name(), spec_stats, st, collector, m->stream != nullptr).c_str());
   if (a.stats && m->stream) {
     for (size_t i = 0; i < collector.steps().size(); ++i)

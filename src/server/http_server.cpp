@@ -239,6 +239,8 @@ void ApiServer::handle_health(http::Exchange& ex) {
     current["prompt_tokens"] = p.prompt_tokens;
     current["prefill_done"] = p.prefill_done;
     current["generated_tokens"] = p.generated;
+    const int64_t positions = p.prefill_done + p.generated;
+    current["session_bytes"] = service_.session_bytes(positions, 0);  // what the session holds now
   }
   json j = {{"status", stopping_.load() ? "stopping" : "ok"},
             {"model", o_.model_name},
