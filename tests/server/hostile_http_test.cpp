@@ -56,19 +56,7 @@ constexpr int kLongPrompt = 16000;     // token ids: a prefill of ~15 s on one c
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-const std::string& model_dir() {
-  static test::TempDir dir;
-  static const std::string path = [] {
-    const std::string p = dir.file("tiny");
-    std::string out;
-    if (test::run_command(test::shell_quote(test::deltafin_binary()) + " make-model --preset tiny --out " +
-                              test::shell_quote(p) + " --quiet",
-                          &out) != 0)
-      ADD_FAILURE() << out;
-    return p;
-  }();
-  return path;
-}
+const std::string& model_dir() { return test::tiny_checkpoint_dir(1); }
 
 std::string completion_body(const std::string& prompt, bool stream = false) {
   json j = {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", kMaxTokens}};

@@ -30,19 +30,7 @@ using test::HttpResponse;
 using test::ServeProcess;
 using Clock = std::chrono::steady_clock;
 
-const std::string& model_dir() {
-  static test::TempDir dir;
-  static const std::string path = [] {
-    const std::string p = dir.file("tiny");
-    std::string out;
-    if (test::run_command(test::shell_quote(test::deltafin_binary()) + " make-model --preset tiny --seed 3 --out " +
-                              test::shell_quote(p) + " --quiet",
-                          &out) != 0)
-      ADD_FAILURE() << out;
-    return p;
-  }();
-  return path;
-}
+const std::string& model_dir() { return test::tiny_checkpoint_dir(3); }
 
 std::string ids_text(size_t n, uint32_t salt) {
   std::string s;

@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <regex>
 #include <stdexcept>
 
@@ -191,6 +193,23 @@ bool ServeProcess::wait_for_output(const std::string& needle, std::chrono::milli
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return output().find(needle) != std::string::npos;
+}
+
+const std::string& tiny_checkpoint_dir(int seed) {
+  static std::mutex mu;
+  static std::map<int, std::pair<std::unique_ptr<TempDir>, std::string>> made;
+  std::lock_guard lock(mu);
+  auto& [dir, path] = made[seed];
+  if (!dir) {
+    dir = std::make_unique<TempDir>();
+    path = dir->file("tiny");
+    std::string out;
+    if (run_command(shell_quote(deltafin_binary()) + " make-model --preset tiny --seed " + std::to_string(seed) +
+                        " --out " + shell_quote(path) + " --quiet",
+                    &out) != 0)
+      throw std::runtime_error("make-model failed: " + out);
+  }
+  return path;
 }
 
 uint64_t rss_bytes(pid_t pid) {

@@ -85,4 +85,8 @@ private:
 // VmRSS of a process, bytes (0 when unreadable).
 uint64_t rss_bytes(pid_t pid);
 
+// A tiny K3 checkpoint made by `deltafin make-model --preset tiny --seed SEED`
+// in a temporary directory, once per seed and test process.
+const std::string& tiny_checkpoint_dir(int seed);
+
 }  // namespace deltafin::test
