@@ -74,7 +74,8 @@ PromptDiskCache::PromptDiskCache(std::string dir, uint64_t budget_bytes, std::st
   if (ec) fail("prompt cache: cannot create ", dir_, ": ", ec.message());
   if (fingerprint_.size() != 64) fail("prompt cache: the model fingerprint must be 64 hex characters");
   // Temporaries of writers that are gone (a crash, kill -9) are removed.
-  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+  for (auto it = fs::directory_iterator(dir_, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const fs::directory_entry& e = *it;
     const std::string name = e.path().filename().string();
     const size_t tmp = name.find(".tmp-");
     if (tmp != std::string::npos && !pid_alive(std::atol(name.c_str() + tmp + 5))) fs::remove(e.path(), ec);
@@ -138,8 +139,14 @@ void PromptDiskCache::reject(const std::string& path, const std::string& why) {
 }
 
 bool PromptDiskCache::load(const std::string& path, std::span<const uint32_t> prompt, int64_t length, K3Session& session) {
+  File f;
   try {
-    const File f = File::open_read(path);
+    f = File::open_read(path);
+  } catch (const Error& e) {  // unreadable now (out of descriptors, I/O): skipped, not judged
+    std::fprintf(stderr, "prompt cache: cannot read %s now, computing the prompt: %s\n", path.c_str(), e.what());
+    return false;
+  }
+  try {
     const uint64_t size = f.size();
     if (size < kHeaderBytes) return reject(path, cat("truncated: ", size, " bytes, not even the header")), false;
     std::vector<uint8_t> head(kHeaderBytes);
@@ -166,15 +173,22 @@ bool PromptDiskCache::load(const std::string& path, std::span<const uint32_t> pr
       return reject(path, cat("its payload is ", h.payload_bytes, " bytes; ", length, " positions are ", want)), false;
     if (size != kHeaderBytes + want)
       return reject(path, cat("truncated or padded: ", size, " bytes, expected ", kHeaderBytes + want)), false;
-    std::vector<uint8_t> payload(want);
-    f.pread_exact(payload.data(), want, kHeaderBytes);
-    if (crc32c(payload.data(), payload.size()) != h.payload_crc)
-      return reject(path, "its contents are corrupt (CRC-32C mismatch)"), false;
-    if (std::memcmp(payload.data(), prompt.data(), static_cast<size_t>(length) * 4) != 0)
-      return reject(path, "its tokens differ from the prompt's (a hash collision)"), false;
-    decode_session_state(config_, payload.data() + length * 4, want - static_cast<uint64_t>(length) * 4, length, session);
+    // Read straight into the session (no second copy of a state that can be
+    // gigabytes), the CRC folded in as the parts arrive; checked at the end.
+    std::vector<uint32_t> tokens(static_cast<size_t>(length));
+    f.pread_exact(tokens.data(), tokens.size() * 4, kHeaderBytes);
+    uint32_t crc = crc32c(tokens.data(), tokens.size() * 4);
+    uint64_t at = kHeaderBytes + tokens.size() * 4;
+    read_state_parts(config_, length, session, [&](float* dst, size_t n) {
+      f.pread_exact(dst, n * 4, at);
+      crc = crc32c(dst, n * 4, crc);
+      at += n * 4;
+    });
+    if (crc != h.payload_crc) return session.reset(), reject(path, "its contents are corrupt (CRC-32C mismatch)"), false;
+    if (!std::equal(tokens.begin(), tokens.end(), prompt.begin()))
+      return session.reset(), reject(path, "its tokens differ from the prompt's (a hash collision)"), false;
     return true;
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     session.reset();
     reject(path, e.what());
     return false;
@@ -184,28 +198,29 @@ bool PromptDiskCache::load(const std::string& path, std::span<const uint32_t> pr
 void PromptDiskCache::save(std::span<const uint32_t> tokens, const K3Session::Snapshot& kda, const K3Session& session) {
   const int64_t length = kda.length;
   if (length <= 0 || length % kBlock != 0 || static_cast<int64_t>(tokens.size()) < length) return;
-  const std::string path = path_for(tokens, length / kBlock);
-  if (file_exists(path)) {
-    touch(path);
-    return;
-  }
-  const uint64_t payload_bytes = static_cast<uint64_t>(length) * 4 + session_state_bytes(config_, length);
-  if (kHeaderBytes + payload_bytes > budget_) return;  // larger than the whole budget: never kept
   try {
-    std::vector<uint8_t> payload(static_cast<size_t>(length) * 4);
-    std::memcpy(payload.data(), tokens.data(), payload.size());
-    const std::vector<uint8_t> state = encode_session_state(config_, kda, session, length);
-    payload.insert(payload.end(), state.begin(), state.end());
+    const std::string path = path_for(tokens, length / kBlock);
+    if (file_exists(path)) {
+      touch(path);
+      return;
+    }
+    const uint64_t payload_bytes = static_cast<uint64_t>(length) * 4 + session_state_bytes(config_, length);
+    if (kHeaderBytes + payload_bytes > budget_) return;  // larger than the whole budget: never kept
+    // Two passes over the state, no copy of it: the CRC, then the bytes.
+    const size_t token_bytes = static_cast<size_t>(length) * 4;
+    uint32_t crc = crc32c(tokens.data(), token_bytes);
+    for_each_state_part(config_, kda, session, length, [&](const float* p, size_t n) { crc = crc32c(p, n * 4, crc); });
     Header h;
     h.version = kFormatVersion;
     h.fingerprint = fingerprint_;
     h.length = static_cast<uint64_t>(length);
-    h.payload_bytes = payload.size();
-    h.payload_crc = crc32c(payload.data(), payload.size());
+    h.payload_bytes = payload_bytes;
+    h.payload_crc = crc;
     const std::vector<uint8_t> head = encode_header(h);
     AtomicFile out(path);
     out.write(head.data(), head.size());
-    out.write(payload.data(), payload.size());
+    out.write(tokens.data(), token_bytes);
+    for_each_state_part(config_, kda, session, length, [&](const float* p, size_t n) { out.write(p, n * 4); });
     if (const char* pause = std::getenv("DELTAFIN_TEST_PROMPT_STATE_PAUSE_MS")) {  // tests: a kill -9 mid-write
       std::fprintf(stderr, "prompt cache: writing %s\n", path.c_str());
       std::fflush(stderr);
@@ -213,9 +228,9 @@ void PromptDiskCache::save(std::span<const uint32_t> tokens, const K3Session::Sn
     }
     out.commit();
     stats_.writes++;
-    stats_.bytes += kHeaderBytes + payload.size();
+    stats_.bytes += kHeaderBytes + payload_bytes;
     enforce_budget(path);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // a full disk, an I/O error, no memory: the reuse is lost, nothing else
     std::fprintf(stderr, "prompt cache: could not keep the state of %lld positions: %s\n", static_cast<long long>(length),
                  e.what());
   }
@@ -231,7 +246,8 @@ void PromptDiskCache::enforce_budget(const std::string& keep) {
   std::vector<Kept> files;
   uint64_t total = 0;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+  for (auto it = fs::directory_iterator(dir_, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const fs::directory_entry& e = *it;
     const std::string name = e.path().filename().string();
     if (!name.ends_with(kSuffix) || name.find(".tmp-") != std::string::npos) continue;
     const uint64_t bytes = e.file_size(ec);

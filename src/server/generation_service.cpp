@@ -140,10 +140,14 @@ Outcome GenerationService::run(const PreparedPrompt& p, const std::function<bool
   // Reuse: the longest kept prefix, from RAM or, when longer, from disk.
   int64_t reused = cache_.restore(p.tokens, session);
   if (disk_ && disk_->available(p.tokens, reused) > reused) {
-    K3Session from_disk(m_.config);
-    if (const int64_t l = disk_->restore(p.tokens, reused, from_disk); l > reused) {
-      session = std::move(from_disk);
+    // One session in memory at a time: the RAM state goes, the disk state
+    // comes; if that fails the RAM state is taken again.
+    session.reset();
+    if (const int64_t l = disk_->restore(p.tokens, reused, session); l > reused) {
       reused = out.disk_tokens = l;
+    } else {
+      session.reset();
+      reused = cache_.restore(p.tokens, session);
     }
   }
   out.cached_tokens = reused;

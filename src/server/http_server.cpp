@@ -38,6 +38,14 @@ bool is_json_content_type(const std::string& value) {
   return v == "application/json";
 }
 
+// Compares without an early exit, so the time taken does not tell how much
+// of a guessed key was right.
+bool constant_time_equal(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
+  return diff == 0 && !b.empty();
+}
+
 // At most `max` bytes of valid UTF-8 `s`, cut at a code point boundary.
 std::string clip_utf8(const std::string& s, size_t max) {
   if (s.size() <= max) return s;
@@ -175,7 +183,7 @@ double ApiServer::retry_after_seconds() const {
 void ApiServer::check_auth(const http::Request& req) const {
   if (o_.api_key.empty()) return;
   const std::optional<std::string> got = req.header("Authorization");
-  if (got && *got == "Bearer " + o_.api_key) return;
+  if (got && constant_time_equal(*got, "Bearer " + o_.api_key)) return;
   throw ApiError(401,
                  !got ? "No API key: send the header 'Authorization: Bearer <key>'"
                       : "Incorrect API key in the Authorization header",

@@ -394,6 +394,89 @@ int open_connections(int port) {
   return j.is_object() ? j["connections"]["open"].get<int>() - 1 : -1;  // less the probe itself
 }
 
+// Times /health on fresh connections every 50 ms while `attack` runs on its
+// own thread; returns the worst latency in ms.
+template <class Attack>
+double worst_health_ms_during(int port, Attack attack) {
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    attack();
+    done.store(true);
+  });
+  double worst = 0;
+  int calls = 0;
+  while (!done.load() || calls < 5) {
+    const auto start = Clock::now();
+    const HttpResponse h = exchange(port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    EXPECT_EQ(h.status, 200) << h.body;
+    worst = std::max(worst, seconds_since(start) * 1000);
+    ++calls;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  t.join();
+  return worst;
+}
+
+TEST_F(Hostile, AChunkedBodyOfTinyChunksCostsLinearTime) {
+  // 65,546 one-byte chunks (393 KB on the wire, a body just over the limit):
+  // parsing used to move the buffer three times per chunk, holding the event
+  // loop for seconds.
+  std::string body = std::string(kBodyLimit + 10, 'x');
+  std::string wire = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n";
+  for (char c : body) wire += std::string("1\r\n") + c + "\r\n";
+  wire += "0\r\n\r\n";
+  HttpResponse refused;
+  const double worst = worst_health_ms_during(port(), [&] { refused = exchange(port(), wire); });
+  expect_openai_error(refused, 413, "request_too_large");
+  std::printf("[ figure   ] /health while %zu one-byte chunks arrive: worst %.1f ms\n", body.size(), worst);
+  EXPECT_LT(worst, 1500.0);
+  expect_alive_and_same();
+}
+
+TEST_F(Hostile, ClientsThatNeverReadTheirAnswersHoldNoWorker) {
+  // Two connections pipeline 3,000 requests each and read nothing: their
+  // answers pile up in the socket and then in the server's output buffer,
+  // never in a worker, so /health and a completion still come at once.
+  std::string many;
+  for (int i = 0; i < 3000; ++i) many += "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n";
+  std::vector<int> fds;
+  const double worst = worst_health_ms_during(port(), [&] {
+    for (int k = 0; k < 2; ++k) {
+      const int fd = connect_raw(port());
+      fds.push_back(fd);
+      size_t at = 0;
+      const auto deadline = Clock::now() + std::chrono::seconds(5);
+      while (at < many.size() && Clock::now() < deadline) {  // the server stops reading once its answers back up
+        const ssize_t n = ::send(fd, many.data() + at, many.size() - at, MSG_NOSIGNAL);
+        if (n > 0) at += static_cast<size_t>(n);
+        else std::this_thread::sleep_for(milliseconds(10));
+      }
+    }
+    std::this_thread::sleep_for(milliseconds(500));
+  });
+  const HttpResponse r = exchange(port(), post_text("/v1/completions", completion_body(kPrompt)));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(comparable(r), *baseline_);
+  std::printf("[ figure   ] /health while 2 clients pipeline 3,000 requests each and never read: worst %.1f ms\n", worst);
+  EXPECT_LT(worst, 1500.0);
+  for (int fd : fds) ::close(fd);
+  expect_alive_and_same();
+}
+
+TEST_F(Hostile, HeadAnswersCarryNoBodySoTheNextAnswerStaysInStep) {
+  HttpConnection c(port());
+  ASSERT_TRUE(c.send("HEAD /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  HttpResponse head;
+  ASSERT_TRUE(c.read_head(head));
+  EXPECT_EQ(head.status, 200);
+  EXPECT_NE(head.header("Content-Length"), "");
+  c.next_response();
+  const HttpResponse get = c.read_response();
+  EXPECT_EQ(get.status, 200);
+  EXPECT_EQ(get.json()["status"], "ok") << get.body;
+}
+
 TEST_F(Hostile, ConnectionsOverTheCapAre503AndTheCapRecovers) {
   // Wait until the other cases' connections are gone.
   for (int i = 0; i < 200 && open_connections(port()) != 0; ++i) std::this_thread::sleep_for(milliseconds(50));

@@ -24,13 +24,7 @@ LayerSizes layer_sizes(const K3Config& c, size_t layer) {
   return s;
 }
 
-static_assert(sizeof(float) == 4, "fp32 state");
-
-void put(std::vector<uint8_t>& out, const float* v, size_t n) {
-  const size_t at = out.size();
-  out.resize(at + n * 4);
-  std::memcpy(out.data() + at, v, n * 4);  // x86-64 and ARM64 are little-endian: the file's order
-}
+static_assert(sizeof(float) == 4, "fp32 state");  // stored as held: x86-64 and ARM64 are little-endian
 
 }  // namespace
 
@@ -43,36 +37,30 @@ uint64_t session_state_bytes(const K3Config& c, int64_t length) {
   return floats * 4;
 }
 
-std::vector<uint8_t> encode_session_state(const K3Config& c, const K3Session::Snapshot& kda, const K3Session& session,
-                                          int64_t length) {
+void for_each_state_part(const K3Config& c, const K3Session::Snapshot& kda, const K3Session& session, int64_t length,
+                         const std::function<void(const float*, size_t)>& part) {
   if (kda.length != length) fail("session state: the KDA snapshot is at ", kda.length, ", not at ", length);
   if (session.length() < length) fail("session state: the session holds ", session.length(), " positions, not ", length);
-  std::vector<uint8_t> out;
-  out.reserve(static_cast<size_t>(session_state_bytes(c, length)));
   for (size_t l = 0; l < c.layer_kinds.size(); ++l) {
     const LayerSizes z = layer_sizes(c, l);
     if (c.layer_kinds[l] == LayerKind::KDA) {
       const KdaState& k = kda.kda[l];
-      put(out, k.conv_q.data(), z.conv);
-      put(out, k.conv_k.data(), z.conv);
-      put(out, k.conv_v.data(), z.conv);
-      put(out, k.recurrent.data(), z.recurrent);
+      part(k.conv_q.data(), z.conv);
+      part(k.conv_k.data(), z.conv);
+      part(k.conv_v.data(), z.conv);
+      part(k.recurrent.data(), z.recurrent);
     } else {
-      put(out, session.mla(static_cast<int64_t>(l)).latent.data(), z.latent_per_position * static_cast<size_t>(length));
+      part(session.mla(static_cast<int64_t>(l)).latent.data(), z.latent_per_position * static_cast<size_t>(length));
     }
   }
-  return out;
 }
 
-void decode_session_state(const K3Config& c, const uint8_t* data, uint64_t size, int64_t length, K3Session& session) {
+void read_state_parts(const K3Config& c, int64_t length, K3Session& session,
+                      const std::function<void(float*, size_t)>& read) {
   if (session.length() != 0) fail("session state: restore needs a fresh session");
-  const uint64_t want = session_state_bytes(c, length);
-  if (size != want) fail("session state: ", size, " bytes, but ", length, " positions of this model are ", want);
-  size_t at = 0;
   auto take = [&](std::vector<float>& v, size_t n) {
     v.resize(n);
-    std::memcpy(v.data(), data + at, n * 4);
-    at += n * 4;
+    read(v.data(), n);
   };
   for (size_t l = 0; l < c.layer_kinds.size(); ++l) {
     const LayerSizes z = layer_sizes(c, l);

@@ -6,7 +6,7 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
+#include <functional>
 
 #include "model/kimi_k3/session.h"
 
@@ -15,16 +15,18 @@ namespace deltafin {
 // Bytes encode_session_state writes for `length` positions.
 uint64_t session_state_bytes(const K3Config& config, int64_t length);
 
-// The state after `length` positions: the KDA state from `kda` (a snapshot
-// taken when the session had exactly that length) and the first `length`
-// latent rows of `session` (which may hold more: its rows only grow).
-std::vector<uint8_t> encode_session_state(const K3Config& config, const K3Session::Snapshot& kda,
-                                          const K3Session& session, int64_t length);
+// The state after `length` positions, part by part in file order, without a
+// copy: the KDA state from `kda` (a snapshot taken when the session had
+// exactly that length) and the first `length` latent rows of `session`
+// (which may hold more: its rows only grow). `part` gets each run of floats.
+void for_each_state_part(const K3Config& config, const K3Session::Snapshot& kda, const K3Session& session,
+                         int64_t length, const std::function<void(const float*, size_t)>& part);
 
-// Restores a fresh `session` to the encoded state. Throws deltafin::Error
-// (naming what does not fit) when the bytes are not a state of this config
-// and length; the session is then left fresh.
-void decode_session_state(const K3Config& config, const uint8_t* data, uint64_t size, int64_t length,
-                          K3Session& session);
+// Fills a fresh `session` with the state of `length` positions, `read`
+// filling each part (in file order, straight into the session's storage),
+// and advances it. Throws deltafin::Error when the session is not fresh;
+// whatever `read` throws leaves the session to be reset by the caller.
+void read_state_parts(const K3Config& config, int64_t length, K3Session& session,
+                      const std::function<void(float*, size_t)>& read);
 
 }  // namespace deltafin

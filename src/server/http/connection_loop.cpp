@@ -110,7 +110,7 @@ private:
 // ---------------------------------------------------------------------------
 
 struct ConnectionLoop::Connection {
-  enum class Phase { Reading, Busy, Draining };
+  enum class Phase { Reading, Busy, Writing, Draining };
   int fd = -1;
   std::string peer;
   std::string in;  // bytes read and not yet parsed
@@ -120,6 +120,8 @@ struct ConnectionLoop::Connection {
   bool continue_sent = false;   // 100 Continue written for this request
   Clock::time_point deadline;
   uint64_t held = 0;            // bytes counted in buffered_
+  std::string out;              // Writing: what the last response still has to send
+  bool close_after_write = false;
 };
 
 ConnectionLoop::ConnectionLoop(LoopOptions options, Handler handler, LaneChooser slow, ErrorBody error_body)
@@ -222,7 +224,9 @@ void ConnectionLoop::run() {
         continue;
       }
       auto it = conns_.find(fd);
-      if (it != conns_.end() && it->second->phase != Connection::Phase::Busy) on_readable(*it->second);
+      if (it == conns_.end()) continue;
+      if (it->second->phase == Connection::Phase::Writing) on_writable(*it->second);
+      else if (it->second->phase != Connection::Phase::Busy) on_readable(*it->second);
     }
     take_returned();
     check_deadlines();
@@ -251,7 +255,14 @@ void ConnectionLoop::accept_all() {
     const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      return;  // EAGAIN, or out of descriptors: the backlog keeps the rest
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // The listening socket stays readable while the backlog waits: stop
+        // watching it for a moment instead of waking on it in a busy loop.
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+        accept_paused_until_ = Clock::now() + std::chrono::milliseconds(100);
+        if (o_.log) std::fprintf(stderr, "serve: out of file descriptors; accepting again in 100 ms\n");
+      }
+      return;  // EAGAIN: the backlog is empty
     }
     if (conns_.size() >= o_.max_connections) {
       refused_++;
@@ -345,14 +356,16 @@ void ConnectionLoop::dispatch(Connection& c) {
   c.phase = Connection::Phase::Busy;
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
   Request req = c.parser.take_request();
+  // The body stays counted until the worker gives the connection back: a
+  // queue of requests waiting for a worker holds their bodies too.
   buffered_ -= c.held;
-  c.held = c.in.size();
+  c.held = c.in.size() + req.body.size();
   buffered_ += c.held;
   buffered_now_.store(buffered_);
   const bool slow = slow_(req);
   const int fd = c.fd;
   auto job = [this, fd, peer = c.peer, req = std::move(req)]() mutable {
-    Exchange ex(fd, std::move(req), std::move(peer), o_.write_timeout);
+    Exchange ex(fd, std::move(req), std::move(peer));
     try {
       handler_(ex);
     } catch (...) {  // handlers answer their own errors; this is the last net
@@ -361,7 +374,7 @@ void ConnectionLoop::dispatch(Connection& c) {
       ex.respond(500, "application/json", error_body_(500, "The server did not answer this request", "internal_error"));
     {
       std::lock_guard lock(returned_mu_);
-      returned_.emplace_back(fd, ex.reusable() && !stopping_.load());
+      returned_.push_back({fd, ex.reusable(), ex.take_unsent()});
     }
     wake();
   };
@@ -395,43 +408,87 @@ void ConnectionLoop::close_connection(int fd) {
   open_.store(conns_.size());
 }
 
-// Connections the workers are done with: closed, or read again for the next
-// request (which may already be waiting in `in`: pipelining).
+// Connections the workers are done with: their unsent bytes written, then
+// closed or read again for the next request (which may already be waiting in
+// `in`: pipelining). While stopping, none is read again.
 void ConnectionLoop::take_returned() {
-  std::vector<std::pair<int, bool>> back;
+  std::vector<Returned> back;
   {
     std::lock_guard lock(returned_mu_);
     back.swap(returned_);
   }
-  for (const auto& [fd, reusable] : back) {
-    auto it = conns_.find(fd);
+  for (Returned& r : back) {
+    auto it = conns_.find(r.fd);
     if (it == conns_.end()) continue;
     Connection& c = *it->second;
-    if (!reusable) {
-      close_connection(fd);
+    const bool reusable = r.reusable && !stopping_.load();
+    if (r.unsent.empty()) {
+      if (reusable) start_reading(c);
+      else close_connection(r.fd);
       continue;
     }
-    c.phase = Connection::Phase::Reading;
-    c.parser.reset();
-    c.continue_sent = false;
-    c.idle = c.in.empty();
-    c.deadline = Clock::now() + (c.idle ? o_.idle_timeout : o_.header_timeout);
+    c.phase = Connection::Phase::Writing;
+    c.out = std::move(r.unsent);
+    c.close_after_write = !reusable;
+    c.deadline = Clock::now() + o_.write_timeout;
     epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP;
-    ev.data.fd = fd;
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
-    if (!c.in.empty()) parse(c);
+    ev.events = EPOLLOUT;
+    ev.data.fd = r.fd;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, r.fd, &ev);
+    on_writable(c);
   }
+}
+
+void ConnectionLoop::start_reading(Connection& c) {
+  c.phase = Connection::Phase::Reading;
+  c.parser.reset();
+  c.continue_sent = false;
+  c.idle = c.in.empty();
+  c.deadline = Clock::now() + (c.idle ? o_.idle_timeout : o_.header_timeout);
+  account(c);
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP;
+  ev.data.fd = c.fd;
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev) != 0) ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c.fd, &ev);
+  if (!c.in.empty()) parse(c);
+}
+
+// Sends what a finished response left; then reads on or closes.
+void ConnectionLoop::on_writable(Connection& c) {
+  size_t at = 0;
+  while (at < c.out.size()) {
+    const ssize_t n = ::send(c.fd, c.out.data() + at, c.out.size() - at, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      at += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    return close_connection(c.fd);  // the client is gone
+  }
+  c.out.erase(0, at);
+  if (!c.out.empty()) return;  // EPOLLOUT brings us back
+  std::string().swap(c.out);
+  if (c.close_after_write) return close_connection(c.fd);
+  start_reading(c);
 }
 
 void ConnectionLoop::check_deadlines() {
   const auto now = Clock::now();
+  if (accept_paused_until_ != Clock::time_point{} && now >= accept_paused_until_ && listen_fd_ >= 0) {
+    accept_paused_until_ = {};
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = listen_fd_;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  }
   std::vector<int> late;
   for (auto& [fd, c] : conns_)
     if (c->phase != Connection::Phase::Busy && now >= c->deadline) late.push_back(fd);
   for (int fd : late) {
     Connection& c = *conns_[fd];
-    if (c.phase == Connection::Phase::Draining || c.idle || (c.in.empty() && !c.parser.started())) {
+    if (c.phase == Connection::Phase::Draining || c.phase == Connection::Phase::Writing || c.idle ||
+        (c.in.empty() && !c.parser.started())) {
       close_connection(fd);  // nothing asked: nothing to answer
       continue;
     }

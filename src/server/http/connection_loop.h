@@ -15,7 +15,10 @@
 //     field count, the body whatever its framing) and across all connections
 //     (max_buffered_bytes, then 503 for the request that would cross it);
 //   - at most max_connections are open; one more is answered 503 and closed;
-//   - a worker's write waits at most write_timeout for the client to read.
+//   - workers never wait on a socket (exchange.h): what the client has not
+//     taken when a response is done is sent by the loop, within
+//     write_timeout, before it reads the connection's next request;
+//   - accept pauses for a moment when the process runs out of descriptors.
 // Requests are served in order per connection (pipelining): the loop stops
 // reading a connection while a worker answers its request, and parses what
 // followed it afterwards. Two lanes of workers, chosen per request: `slow`
@@ -90,8 +93,16 @@ private:
   struct Connection;
   class Lane;
 
+  struct Returned {
+    int fd;
+    bool reusable;
+    std::string unsent;
+  };
+
   void accept_all();
   void on_readable(Connection& c);
+  void on_writable(Connection& c);
+  void start_reading(Connection& c);
   void parse(Connection& c);
   void dispatch(Connection& c);
   void answer_error(Connection& c, int status, const std::string& message, const std::string& code);
@@ -111,7 +122,8 @@ private:
   std::map<int, std::unique_ptr<Connection>> conns_;  // loop thread only
   std::unique_ptr<Lane> quick_, slow_lane_;
   std::mutex returned_mu_;
-  std::vector<std::pair<int, bool>> returned_;  // (fd, reusable) from workers
+  std::vector<Returned> returned_;  // from workers
+  std::chrono::steady_clock::time_point accept_paused_until_{};  // out of descriptors: accept again after this
   uint64_t buffered_ = 0;
   std::atomic<size_t> open_{0};
   std::atomic<uint64_t> accepted_{0}, refused_{0}, timeouts_{0}, protocol_errors_{0}, buffered_now_{0};

@@ -48,37 +48,37 @@ std::string response_text(int status, std::string_view content_type, std::string
   return s;
 }
 
-Exchange::Exchange(int fd, Request request, std::string peer, std::chrono::milliseconds write_timeout)
-    : fd_(fd), request_(std::move(request)), peer_(std::move(peer)), write_timeout_(write_timeout),
-      keep_alive_(request_.keep_alive) {}
+Exchange::Exchange(int fd, Request request, std::string peer)
+    : fd_(fd), request_(std::move(request)), peer_(std::move(peer)), keep_alive_(request_.keep_alive) {}
 
-// The socket is non-blocking (the event loop's): wait for room with poll, at
-// most write_timeout for any progress.
-bool Exchange::send_all(std::string_view data) {
-  if (failed_) return false;
-  while (!data.empty()) {
-    const ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+// The socket is non-blocking (the event loop's): send what it takes now,
+// keep the rest.
+void Exchange::push(std::string_view data) {
+  if (failed_) return;
+  unsent_.append(data);
+  size_t at = 0;
+  while (at < unsent_.size()) {
+    const ssize_t n = ::send(fd_, unsent_.data() + at, unsent_.size() - at, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
-      data.remove_prefix(static_cast<size_t>(n));
+      at += static_cast<size_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      pollfd p{fd_, POLLOUT, 0};
-      const int r = ::poll(&p, 1, static_cast<int>(write_timeout_.count()));
-      if (r > 0 && !(p.revents & (POLLERR | POLLHUP | POLLNVAL))) continue;
-      if (r < 0 && errno == EINTR) continue;
-    }
-    failed_ = true;
-    return false;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    failed_ = true;  // reset, or any other error: the client is gone
+    unsent_.clear();
+    return;
   }
-  return true;
+  unsent_.erase(0, at);
 }
 
 void Exchange::respond(int status, std::string_view content_type, std::string_view body, const Headers& extra) {
   if (responded()) return;
   status_ = status;
-  complete_ = send_all(response_text(status, content_type, body, extra, keep_alive_));
+  std::string text = response_text(status, content_type, body, extra, keep_alive_);
+  if (request_.method == "HEAD") text.resize(text.size() - body.size());  // the length, not the bytes
+  push(text);
+  complete_ = !failed_;
 }
 
 bool Exchange::begin_stream(int status, std::string_view content_type, const Headers& extra) {
@@ -89,22 +89,32 @@ bool Exchange::begin_stream(int status, std::string_view content_type, const Hea
   if (!chunked_) keep_alive_ = false;  // HTTP/1.0: the close ends the body
   std::string head = status_and_headers(status, content_type, extra, keep_alive_);
   head += chunked_ ? "Transfer-Encoding: chunked\r\n\r\n" : "\r\n";
-  return send_all(head);
+  push(head);
+  return !failed_;
 }
 
 bool Exchange::write(std::string_view data) {
   if (!streaming_ || data.empty()) return !failed_;
-  if (!chunked_) return send_all(data);
-  char size[24];
-  std::snprintf(size, sizeof size, "%zx\r\n", data.size());
-  std::string chunk = size;
-  chunk.append(data).append("\r\n");
-  return send_all(chunk);
+  if (chunked_) {
+    char size[24];
+    std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+    std::string chunk = size;
+    chunk.append(data).append("\r\n");
+    push(chunk);
+  } else {
+    push(data);
+  }
+  if (unsent_.size() > kMaxUnsent) {  // the client is a megabyte behind: give up on it
+    failed_ = true;
+    unsent_.clear();
+  }
+  return !failed_;
 }
 
 void Exchange::end_stream() {
   if (!streaming_ || complete_) return;
-  complete_ = chunked_ ? send_all("0\r\n\r\n") : !failed_;
+  if (chunked_) push("0\r\n\r\n");
+  complete_ = !failed_;
 }
 
 bool Exchange::peer_closed() const {

@@ -167,7 +167,13 @@ void RequestParser::reset() {
 
 RequestParser::State RequestParser::consume(std::string& in) {
   if (state_ == State::Head && !parse_head(in)) return state_;
-  if (state_ == State::Body) parse_body(in);
+  if (state_ == State::Body) {
+    // The body is parsed at an offset and the used bytes erased once: a body
+    // of many tiny chunks must cost linear time, not a buffer move per chunk.
+    size_t at = 0;
+    parse_body(in, at);
+    in.erase(0, at);
+  }
   return state_;
 }
 
@@ -349,42 +355,42 @@ bool RequestParser::finish_head(std::string_view head) {
   return true;
 }
 
-bool RequestParser::parse_body(std::string& in) {
-  if (body_mode_ == BodyMode::Chunked) return parse_chunked(in);
-  const size_t n = static_cast<size_t>(std::min<uint64_t>(body_left_, in.size()));
-  req_.body.append(in, 0, n);
-  in.erase(0, n);
+bool RequestParser::parse_body(const std::string& in, size_t& at) {
+  if (body_mode_ == BodyMode::Chunked) return parse_chunked(in, at);
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(body_left_, in.size() - at));
+  req_.body.append(in, at, n);
+  at += n;
   seen_ += n;
   body_left_ -= n;
   if (body_left_ == 0) state_ = State::Done;
   return true;
 }
 
-std::optional<std::string> RequestParser::take_line(std::string& in, size_t budget, const char* what) {
-  const size_t nl = in.find('\n');
+std::optional<std::string> RequestParser::take_line(const std::string& in, size_t& at, size_t budget, const char* what) {
+  const size_t nl = in.find('\n', at);
   if (nl == std::string::npos) {
-    if (in.size() > budget) fail(400, std::string("A chunked body's ") + what + " line is too long", "bad_chunk");
+    if (in.size() - at > budget) fail(400, std::string("A chunked body's ") + what + " line is too long", "bad_chunk");
     return std::nullopt;
   }
-  if (nl > budget) {
+  if (nl - at > budget) {
     fail(400, std::string("A chunked body's ") + what + " line is too long", "bad_chunk");
     return std::nullopt;
   }
-  std::string line = in.substr(0, nl);
+  std::string line = in.substr(at, nl - at);
   if (!line.empty() && line.back() == '\r') line.pop_back();
-  in.erase(0, nl + 1);
-  seen_ += nl + 1;
+  seen_ += nl + 1 - at;
+  at = nl + 1;
   return line;
 }
 
 // Chunked body (RFC 9112 §7.1): size line (hex, optional extensions), data,
 // CRLF, ..., a zero size, trailer fields, a blank line. The body limit applies
 // to the sum of the chunks, checked before a chunk's bytes are buffered.
-bool RequestParser::parse_chunked(std::string& in) {
+bool RequestParser::parse_chunked(const std::string& in, size_t& at) {
   constexpr size_t kSizeLine = 4096;
   while (state_ == State::Body) {
     if (chunk_step_ == ChunkStep::Size) {
-      std::optional<std::string> line = take_line(in, kSizeLine, "chunk-size");
+      std::optional<std::string> line = take_line(in, at, kSizeLine, "chunk-size");
       if (!line) return false;
       std::string_view s = *line;
       const size_t ext = s.find(';');
@@ -405,24 +411,24 @@ bool RequestParser::parse_chunked(std::string& in) {
       body_left_ = size;
       chunk_step_ = ChunkStep::Data;
     } else if (chunk_step_ == ChunkStep::Data) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(body_left_, in.size()));
-      req_.body.append(in, 0, n);
-      in.erase(0, n);
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(body_left_, in.size() - at));
+      req_.body.append(in, at, n);
+      at += n;
       seen_ += n;
       body_left_ -= n;
       if (body_left_ > 0) return false;
       chunk_step_ = ChunkStep::DataEnd;
     } else if (chunk_step_ == ChunkStep::DataEnd) {
-      std::optional<std::string> line = take_line(in, 2, "chunk-end");
+      std::optional<std::string> line = take_line(in, at, 2, "chunk-end");
       if (!line) return false;
       if (!line->empty()) return fail(400, "A chunk of the body is longer than its declared size", "bad_chunk");
       chunk_step_ = ChunkStep::Size;
     } else {  // Trailers: fields (ignored) up to a blank line, under the head limits.
-      const size_t nl = in.find('\n');
-      if (trailer_bytes_ + (nl == std::string::npos ? in.size() : nl + 1) > limits_.max_head_bytes)
+      const size_t nl = in.find('\n', at);
+      if (trailer_bytes_ + (nl == std::string::npos ? in.size() - at : nl + 1 - at) > limits_.max_head_bytes)
         return fail(431, "The chunked body's trailer block is larger than the server's limit of " +
                              std::to_string(limits_.max_head_bytes) + " bytes", "header_too_large");
-      std::optional<std::string> line = take_line(in, limits_.max_head_bytes, "trailer");
+      std::optional<std::string> line = take_line(in, at, limits_.max_head_bytes, "trailer");
       if (!line) return false;
       trailer_bytes_ += line->size() + 2;
       if (line->empty()) {

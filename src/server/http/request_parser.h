@@ -94,13 +94,14 @@ private:
   enum class ChunkStep { Size, Data, DataEnd, Trailers };
 
   bool parse_head(std::string& in);
-  bool parse_body(std::string& in);
-  bool parse_chunked(std::string& in);
+  // The body from in[at...]; `at` moves past what was used.
+  bool parse_body(const std::string& in, size_t& at);
+  bool parse_chunked(const std::string& in, size_t& at);
   bool finish_head(std::string_view head);
   bool fail(int status, std::string message, std::string code);
-  // One line (without its CRLF or LF) from the front of `in`, or nullopt when
-  // none is complete yet; counts against `budget` and fails when over it.
-  std::optional<std::string> take_line(std::string& in, size_t budget, const char* what);
+  // One line (without its CRLF or LF) from in[at...], or nullopt when none
+  // is complete yet; counts against `budget` and fails when over it.
+  std::optional<std::string> take_line(const std::string& in, size_t& at, size_t budget, const char* what);
 
   Limits limits_;
   State state_ = State::Head;
