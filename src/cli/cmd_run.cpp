@@ -37,8 +37,7 @@ struct RunArgs {
   int64_t max_new = 128;
   int64_t prefill_chunk = kDefaultPrefillChunk;
   int64_t prefill_group = 0;
-  std::string prompt_cache_dir;
-  double prompt_cache_disk_gb = 10;
+  PromptCacheArgs prompt_cache;
 };
 
 std::vector<uint32_t> encode_prompt(const Tokenizer& tok, const RunArgs& a) {
@@ -141,13 +140,10 @@ int run(const RunArgs& a) {
   // Prompt states on disk (engine/prompt_disk_cache.h): restore the longest
   // kept prefix, keep the state at the prompt's last whole block.
   std::unique_ptr<PromptDiskCache> disk;
-  const std::string cache_dir = !a.prompt_cache_dir.empty() ? a.prompt_cache_dir
-                                : !a.model.store.empty()    ? a.model.store + "/prompt-cache"
-                                                            : "";
+  const std::string cache_dir = a.prompt_cache.dir_for(a.model);
   std::optional<K3Session::Snapshot> kept;
-  if (!cache_dir.empty() && a.prompt_cache_disk_gb > 0) {
-    disk = std::make_unique<PromptDiskCache>(cache_dir, static_cast<uint64_t>(a.prompt_cache_disk_gb * 1e9),
-                                             m->fingerprint, m->config);
+  if (!cache_dir.empty()) {
+    disk = std::make_unique<PromptDiskCache>(cache_dir, a.prompt_cache.budget_bytes(), m->fingerprint, m->config);
     p.prompt_done = disk->restore(prompt, 0, session);
     p.save_point = PromptDiskCache::save_point(static_cast<int64_t>(prompt.size()));
     p.at_save_point = [&](const K3Session& s) { kept = s.snapshot(); };
@@ -228,12 +224,7 @@ Command add_run(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past <|end_of_msg|> (fixed-length benchmarks)");
-  sub->add_option("--prompt-cache-dir", a->prompt_cache_dir,
-                  "Keep prompt states on disk here and reuse them for prompts that share a prefix (default: "
-                  "STORE/prompt-cache with --store; none with --model)");
-  sub->add_option("--prompt-cache-disk-gb", a->prompt_cache_disk_gb, "Disk budget of the kept prompt states (0 = none)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  add_prompt_cache_options(sub, a->prompt_cache);
   sub->add_flag("--stats", a->stats, "Print per-token times and prefill/decode tokens/s");
   sub->add_option("--stats-json", a->stats_json, "Write every step's figures (and speculation's) as JSON to this file");
   sub->add_option("--tokens-out", a->tokens_out, "Write the generated token ids (comma-separated) to this file");

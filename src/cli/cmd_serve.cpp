@@ -31,8 +31,7 @@ struct ServeArgs {
   int draft_k = 0;
   int64_t context = 0;
   double session_budget_mb = 0;
-  std::string prompt_cache_dir;
-  double prompt_cache_disk_gb = 10;
+  PromptCacheArgs prompt_cache;
   double header_timeout_s = 10, body_timeout_s = 60, idle_timeout_s = 10;
 };
 
@@ -59,12 +58,8 @@ int serve(ServeArgs a) {
   so.draft_k = a.draft_k;
   so.context_limit = a.context;
   so.session_budget_bytes = static_cast<uint64_t>(a.session_budget_mb * 1e6);
-  // Prompt states on disk: under the store by default; for a checkpoint run
-  // only where --prompt-cache-dir says.
-  so.prompt_cache_dir = !a.prompt_cache_dir.empty() ? a.prompt_cache_dir
-                        : !a.model.store.empty()    ? a.model.store + "/prompt-cache"
-                                                    : "";
-  so.prompt_cache_disk_bytes = static_cast<uint64_t>(a.prompt_cache_disk_gb * 1e9);
+  so.prompt_cache_dir = a.prompt_cache.dir_for(a.model);
+  so.prompt_cache_disk_bytes = a.prompt_cache.budget_bytes();
   a.server.header_timeout_ms = static_cast<int64_t>(a.header_timeout_s * 1000);
   a.server.body_timeout_ms = static_cast<int64_t>(a.body_timeout_s * 1000);
   a.server.idle_timeout_ms = static_cast<int64_t>(a.idle_timeout_s * 1000);
@@ -145,12 +140,7 @@ Command add_serve(CLI::App& app) {
                   "Most positions per request, prompt and output together (default: what the session budget holds, "
                   "at most the model's)")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--prompt-cache-dir", a->prompt_cache_dir,
-                  "Keep prompt states on disk here, so a restart reuses shared prefixes (default: STORE/prompt-cache "
-                  "with --store; none with --model)");
-  sub->add_option("--prompt-cache-disk-gb", a->prompt_cache_disk_gb, "Disk budget of the kept prompt states (0 = none)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  add_prompt_cache_options(sub, a->prompt_cache);
   sub->add_option("--session-budget-mb", a->session_budget_mb,
                   "RAM for the running request's session state, MB (default: 80% of what the spine, expert cache and "
                   "prompt cache leave)")

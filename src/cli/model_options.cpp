@@ -55,4 +55,19 @@ std::unique_ptr<LoadedK3> load_model(const ModelArgs& a) {
   return load_k3_store(a.store, o);
 }
 
+std::string PromptCacheArgs::dir_for(const ModelArgs& m) const {
+  if (disk_gb <= 0) return "";
+  if (!dir.empty()) return dir;
+  return m.store.empty() ? "" : m.store + "/prompt-cache";
+}
+
+void add_prompt_cache_options(CLI::App* sub, PromptCacheArgs& a) {
+  sub->add_option("--prompt-cache-dir", a.dir,
+                  "Keep prompt states on disk here and reuse them for prompts that share a prefix, also after a "
+                  "restart (default: STORE/prompt-cache with --store; none with --model)");
+  sub->add_option("--prompt-cache-disk-gb", a.disk_gb, "Disk budget of the kept prompt states (0 = none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
 }  // namespace deltafin::cli

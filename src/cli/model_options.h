@@ -26,6 +26,17 @@ struct ModelArgs {
 };
 
 void add_model_options(CLI::App* sub, ModelArgs& a);
+
+// Prompt states on disk (engine/prompt_disk_cache.h), for run and serve.
+struct PromptCacheArgs {
+  std::string dir;       // --prompt-cache-dir
+  double disk_gb = 10;   // --prompt-cache-disk-gb; 0 = none
+  // Where the states go: --prompt-cache-dir, else STORE/prompt-cache for a
+  // store run; "" (none) for a checkpoint run without one, or a zero budget.
+  std::string dir_for(const ModelArgs& m) const;
+  uint64_t budget_bytes() const { return static_cast<uint64_t>(disk_gb * 1e9); }
+};
+void add_prompt_cache_options(CLI::App* sub, PromptCacheArgs& a);
 // Loads what --model or --store names (exactly one must be given).
 std::unique_ptr<LoadedK3> load_model(const ModelArgs& a);
 

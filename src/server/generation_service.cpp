@@ -179,24 +179,25 @@ Outcome GenerationService::run(const PreparedPrompt& p, const std::function<bool
                    [&](int64_t done) { prefill_done_.store(from + done); })
                .T != 0;
   };
-  const int64_t save_at = disk_ ? PromptDiskCache::save_point(n) : 0;
-  std::optional<K3Session::Snapshot> disk_snapshot;
-  // Kept on disk however the request ends once the state exists (a later
-  // cancel or error does not make it wrong).
+  // The state at the prompt's last whole block is kept on disk however the
+  // request ends once it exists (a later cancel does not make it wrong), and
+  // before the session moves into the RAM cache below.
   struct KeepOnDisk {
-    GenerationService& g;
-    const std::optional<K3Session::Snapshot>& snap;
+    PromptDiskCache* disk;
     std::span<const uint32_t> tokens;
     const K3Session& session;
-    ~KeepOnDisk() {
-      if (snap && g.disk_) g.disk_->save(tokens.first(static_cast<size_t>(snap->length)), *snap, session);
+    std::optional<K3Session::Snapshot> snap;
+    void now() {
+      if (disk && snap) disk->save(tokens.first(static_cast<size_t>(snap->length)), *snap, session);
+      snap.reset();
     }
-  };
+    ~KeepOnDisk() { now(); }
+  } keep_on_disk{disk_.get(), all, session, std::nullopt};
+  const int64_t save_at = disk_ ? PromptDiskCache::save_point(n) : 0;
   if (save_at > reused) {
     if (!prefill_range(reused, save_at)) return out.finish = Finish::Cancelled, out;
-    disk_snapshot = session.snapshot();
+    keep_on_disk.snap = session.snapshot();
   }
-  KeepOnDisk keep_on_disk{*this, disk_snapshot, all, session};
   if (!prefill_range(std::max(reused, save_at), n - 1)) return out.finish = Finish::Cancelled, out;
   if (n > 1) boundaries.push_back(session.snapshot());
   if (stop_now()) return out.finish = Finish::Cancelled, out;
@@ -270,8 +271,7 @@ Outcome GenerationService::run(const PreparedPrompt& p, const std::function<bool
   }
   // Keep the state for reuse: on disk (before the session moves), and in RAM
   // with a snapshot at the end beside the prompt's.
-  if (disk_snapshot && disk_) disk_->save(all.first(static_cast<size_t>(disk_snapshot->length)), *disk_snapshot, session);
-  disk_snapshot.reset();
+  keep_on_disk.now();
   if (session.length() > n) boundaries.push_back(session.snapshot());
   if (!boundaries.empty()) {
     cache_.put(std::move(consumed), std::move(session), std::move(boundaries));

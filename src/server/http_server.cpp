@@ -46,14 +46,6 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
   return diff == 0 && !b.empty();
 }
 
-// At most `max` bytes of valid UTF-8 `s`, cut at a code point boundary.
-std::string clip_utf8(const std::string& s, size_t max) {
-  if (s.size() <= max) return s;
-  size_t n = max;
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return s.substr(0, n) + "...";
-}
-
 const char* finish_reason(Finish f, bool stopped_by_string) {
   if (stopped_by_string || f == Finish::Eos) return "stop";
   return "length";
@@ -223,7 +215,7 @@ void ApiServer::route(http::Exchange& ex) {
     if (!get) throw ApiError(405, "Use GET for /v1/models/{id}", "", "method_not_allowed");
     const std::string id = path.substr(11);  // decoded and valid UTF-8 (request_parser.h): quoted as it is
     if (id != o_.model_name)
-      throw ApiError(404, "The model '" + clip_utf8(id, 120) + "' does not exist; this server serves: " + o_.model_name,
+      throw ApiError(404, "The model '" + api::clip(id) + "' does not exist; this server serves: " + o_.model_name,
                      "model", "model_not_found", "not_found_error");
     return send_json(ex, 200, api::models_list({o_.model_name}, started_)["data"][0]);
   }

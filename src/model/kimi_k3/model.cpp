@@ -190,7 +190,6 @@ Rows K3Model::forward(K3Session& session, std::span<const uint32_t> tokens, bool
     experts_.end_pass();
     return Rows();
   }
-  shape_ = nullptr;
   session.advance(static_cast<int64_t>(T));
   experts_.end_pass();
 

@@ -6,10 +6,21 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
 namespace deltafin::api {
+
+// At most `max` bytes of valid UTF-8 `s` (cut at a code point boundary, "..."
+// when cut): how a value is quoted back in an error message.
+inline constexpr size_t kMaxEcho = 120;
+inline std::string clip(std::string_view s, size_t max = kMaxEcho) {
+  if (s.size() <= max) return std::string(s);
+  size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // not inside a code point
+  return std::string(s.substr(0, n)) + "...";
+}
 
 struct ApiError : std::runtime_error {
   int status;          // HTTP status: 400, 401, 404, 413, 415, 429, 500, 503

@@ -21,19 +21,11 @@ using Json = nlohmann::ordered_json;
 
 constexpr int kMaxNesting = 64;   // arrays/objects inside one another, body and argument strings
 constexpr size_t kMaxStop = 4;
-constexpr size_t kMaxEcho = 120;  // bytes of a given value quoted back in a message
 
 // ---------------------------------------------------------------------------
 // Text quoted back to the client. ApiError::body() is dumped by nlohmann,
 // which throws on invalid UTF-8, so everything here stays valid UTF-8.
 
-// The longest prefix of valid UTF-8 `s` of at most `max` bytes, "..." when cut.
-std::string clip(std::string_view s, size_t max = kMaxEcho) {
-  if (s.size() <= max) return std::string(s);
-  size_t n = max;
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // not inside a code point
-  return cat(s.substr(0, n), "...");
-}
 
 // Any bytes as valid UTF-8 (invalid sequences become U+FFFD), by nlohmann's
 // own notion of validity.

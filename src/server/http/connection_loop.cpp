@@ -324,9 +324,8 @@ void ConnectionLoop::on_readable(Connection& c) {
     c.idle = false;
     c.deadline = Clock::now() + o_.header_timeout;
   }
-  const int fd = c.fd;
-  parse(c);
-  if (closed && conns_.count(fd) && conns_[fd]->phase == Connection::Phase::Reading) close_connection(fd);
+  parse(c);  // never erases c: it answers (Draining) or dispatches (Busy)
+  if (closed && c.phase == Connection::Phase::Reading) close_connection(c.fd);
 }
 
 void ConnectionLoop::parse(Connection& c) {

@@ -1,6 +1,8 @@
 // The HTTP/1.x request parser (request_parser.h): what is accepted and why.
 #include "server/http/request_parser.h"
 
+#include "tokenizer/utf8.h"
+
 #include <algorithm>
 #include <cctype>
 
@@ -67,35 +69,7 @@ std::optional<std::string> Request::header(std::string_view name) const {
   return std::nullopt;
 }
 
-bool valid_utf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t n = 0;
-    uint32_t cp = 0, min = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      n = 1, cp = c & 0x1F, min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-      n = 2, cp = c & 0x0F, min = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-      n = 3, cp = c & 0x07, min = 0x10000;
-    } else {
-      return false;
-    }
-    for (size_t k = 1; k <= n; ++k) {
-      if (i + k >= s.size()) return false;
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if ((b & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (b & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += n + 1;
-  }
-  return true;
-}
+bool valid_utf8(std::string_view s) { return utf8_invalid_offset(s) == kUtf8Valid; }
 
 std::string printable(std::string_view s, size_t max) {
   static const char* hex = "0123456789abcdef";

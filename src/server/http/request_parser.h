@@ -120,7 +120,8 @@ private:
 // byte or bytes that are not valid UTF-8 after decoding.
 std::optional<std::string> decode_path(std::string_view raw, std::string& why);
 
-// True when `s` is valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
+// True when `s` is valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF):
+// tokenizer/utf8.h's check, the project's one definition.
 bool valid_utf8(std::string_view s);
 
 // `s` with every byte that is not printable ASCII written as \xHH, clipped to
