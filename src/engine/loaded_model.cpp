@@ -71,7 +71,7 @@ std::unique_ptr<LoadedK3> load_k3_resident(const std::string& dir, int threads) 
   K3Checkpoint checkpoint = load_k3_checkpoint(dir);
   m->config = checkpoint.config;
   m->weights = load_k3_weights(checkpoint);
-  m->experts = std::make_unique<ResidentExpertSource>(checkpoint);
+  m->experts = load_resident_k3_experts(checkpoint);
   // load_k3_checkpoint has checked vocab_size == tiktoken ranks + 256, the tokenizer's size.
   m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(dir));
   m->pool = std::make_unique<ThreadPool>(threads);

@@ -17,7 +17,7 @@
 #include "cache/expert_cache.h"
 #include "io/expert_reader.h"
 #include "remote/expert_fetcher.h"
-#include "model/kimi_k3/expert_source.h"
+#include "model/common/expert_source.h"
 #include "store/heat.h"
 #include "store/store_manifest.h"
 

@@ -64,7 +64,7 @@ std::vector<uint32_t> ModelDrafter::propose(std::span<const uint32_t> history, i
   const size_t V = static_cast<size_t>(assets_->config.vocab_size);
   std::vector<uint32_t> drafted;
   for (int i = 0; i <= k; ++i) {
-    const uint32_t t = qwen3_argmax(logits.data(), V);
+    const uint32_t t = argmax_first(logits.data(), V);
     drafted.push_back(t);
     if (i == k) break;
     const uint32_t one[1] = {t};

@@ -268,8 +268,8 @@ TEST(StreamedInt8Spine, AnnouncedAndStreamedBitIdenticalToResidentInt8) {
   K3Checkpoint ck = load_k3_checkpoint(w.ckpt);
   StoreManifest man = load_store_manifest(s.store);
   K3Weights weights = load_k3_weights(ck.config, *open_store_spine(s.store, man));
-  ResidentExpertSource experts(ck);
-  K3Model resident(ck.config, weights, experts, nullptr);
+  std::unique_ptr<ResidentExpertSource> experts = load_resident_k3_experts(ck);
+  K3Model resident(ck.config, weights, *experts, nullptr);
   EXPECT_TRUE(bit_identical(streamed, logits_of(resident, w.ids, true)));
 }
 

@@ -200,11 +200,11 @@ TEST(Qwen3Model, ShardedLoadsLikeSingleFile) {
   EXPECT_TRUE(file_exists(three.file("model.safetensors.index.json")));
   EXPECT_FALSE(file_exists(three.file("model.safetensors")));
   Loaded a = load(one.path()), b = load(three.path());
-  EXPECT_EQ(a.weights.embed.bf16, b.weights.embed.bf16);
-  EXPECT_EQ(a.weights.lm_head.bf16, b.weights.lm_head.bf16);
+  EXPECT_EQ(a.weights.embed.storage, b.weights.embed.storage);
+  EXPECT_EQ(a.weights.lm_head.storage, b.weights.lm_head.storage);
   for (size_t l = 0; l < a.weights.layers.size(); ++l) {
-    EXPECT_EQ(a.weights.layers[l].q.bf16, b.weights.layers[l].q.bf16);
-    EXPECT_EQ(a.weights.layers[l].down.bf16, b.weights.layers[l].down.bf16);
+    EXPECT_EQ(a.weights.layers[l].q.storage, b.weights.layers[l].q.storage);
+    EXPECT_EQ(a.weights.layers[l].down.storage, b.weights.layers[l].down.storage);
     EXPECT_EQ(a.weights.layers[l].k_norm, b.weights.layers[l].k_norm);
   }
   const std::vector<uint32_t> tokens = test::random_tokens(5, 6, 300);
@@ -219,8 +219,8 @@ TEST(Qwen3Model, ShardedLoadsLikeSingleFile) {
     fs::rename(three.file("model-0000" + std::to_string(i) + "-of-00003.safetensors"),
                three.file(shard_file_name(i, 3)));
   Loaded c = load(three.path());
-  EXPECT_EQ(c.weights.embed.bf16, a.weights.embed.bf16);
-  EXPECT_EQ(c.weights.layers[1].up.bf16, a.weights.layers[1].up.bf16);
+  EXPECT_EQ(c.weights.embed.storage, a.weights.embed.storage);
+  EXPECT_EQ(c.weights.layers[1].up.storage, a.weights.layers[1].up.storage);
 }
 
 // A matrix stored in another type is refused, naming the file and tensor.

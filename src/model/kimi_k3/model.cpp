@@ -11,13 +11,6 @@
 
 namespace deltafin {
 
-uint32_t argmax_first(const float* x, size_t n) {
-  size_t best = 0;
-  for (size_t i = 1; i < n; ++i)
-    if (x[i] > x[best]) best = i;
-  return static_cast<uint32_t>(best);
-}
-
 K3Model::K3Model(const K3Config& config, const K3Weights& weights, ExpertSource& experts, ThreadPool* pool)
     : c_(config), w_(weights), experts_(experts), pool_(pool) {}
 

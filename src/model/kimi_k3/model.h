@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "format/k3_checkpoint.h"
-#include "model/kimi_k3/expert_source.h"
+#include "model/common/expert_source.h"
+#include "model/common/greedy.h"
+#include "model/common/rows.h"
 #include "model/kimi_k3/kda_log.h"
 #include "model/kimi_k3/session.h"
 #include "model/kimi_k3/weights.h"
@@ -19,16 +21,6 @@ namespace deltafin {
 
 class ThreadPool;
 class RouteLookahead;
-
-// Rows of T activations of width n, contiguous: row t is data() + t * n.
-struct Rows {
-  size_t T = 0, n = 0;
-  std::vector<float> v;
-  Rows() = default;
-  Rows(size_t T_, size_t n_) : T(T_), n(n_), v(T_ * n_, 0.0f) {}
-  float* row(size_t t) { return v.data() + t * n; }
-  const float* row(size_t t) const { return v.data() + t * n; }
-};
 
 // The experts one MoE layer chose for one position, in the decided order
 // (descending choice score, ties to the lower id) with their weights.
@@ -120,11 +112,5 @@ private:
   bool cancel_seen_ = false;
   std::chrono::steady_clock::time_point cancel_polled_{};
 };
-
-// The k experts of highest choice score, descending, ties to the lower id (§7.7).
-std::vector<int64_t> top_k_experts(const float* choice, size_t experts, size_t k);
-
-// argmax with the first (lowest) index on ties (k3-model.md §7.8).
-uint32_t argmax_first(const float* logits, size_t n);
 
 }  // namespace deltafin

@@ -3,7 +3,6 @@
 // shared experts on the hidden input.
 #include <algorithm>
 #include <map>
-#include <numeric>
 
 #include "format/k3_tensors.h"
 #include "kernels/matmul.h"
@@ -13,16 +12,6 @@
 
 namespace deltafin {
 
-std::vector<int64_t> top_k_experts(const float* choice, size_t E, size_t k) {
-  std::vector<int64_t> order(E);
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), [&](int64_t a, int64_t b) {
-    return choice[a] != choice[b] ? choice[a] > choice[b] : a < b;
-  });
-  order.resize(k);
-  return order;
-}
-
 Route K3Model::route(const MoeWeights& w, const float* z) const {
   const size_t E = static_cast<size_t>(c_.num_experts), k = static_cast<size_t>(c_.num_experts_per_token);
   std::vector<float> sigma(E), choice(E);
@@ -30,7 +19,7 @@ Route K3Model::route(const MoeWeights& w, const float* z) const {
     sigma[e] = sigmoid(z[e]);
     choice[e] = sigma[e] + w.correction_bias[e];
   }
-  // Decision (§7.7): descending choice, ties to the lower id.
+  // Decision (§7.7): descending choice, ties to the lower id (model/common/greedy.h).
   Route r;
   r.experts = top_k_experts(choice.data(), E, k);
   float den = 0.0f;

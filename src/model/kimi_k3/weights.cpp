@@ -177,4 +177,12 @@ K3Weights load_k3_weights(const K3Config& c, SpineTensorSource& source) {
   return w;
 }
 
+std::unique_ptr<ResidentExpertSource> load_resident_k3_experts(const K3Checkpoint& k) {
+  std::vector<int64_t> moe_layers;
+  for (int64_t l = 0; l < k.config.num_hidden_layers; ++l)
+    if (k.config.is_moe_layer(l)) moe_layers.push_back(l);
+  return std::make_unique<ResidentExpertSource>(k.config.num_hidden_layers, k.config.num_experts, moe_layers,
+                                                [&](int64_t l, int64_t e) { return k.read_expert_record(l, e); });
+}
+
 }  // namespace deltafin

@@ -8,22 +8,14 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+
 #include "format/k3_checkpoint.h"
 #include "kernels/weights.h"
+#include "model/common/expert_source.h"
+#include "model/common/matrix.h"
 
 namespace deltafin {
-
-// An owned matrix; view() points into its own storage. Int8Row matrices keep
-// their f16 row scales in `scales` (k3-model.md §5.2); other types leave it empty.
-struct Matrix {
-  WeightType type = WeightType::BF16;
-  size_t rows = 0, cols = 0;
-  std::vector<uint8_t> storage;
-  std::vector<uint8_t> scales;
-  WeightView view() const {
-    return WeightView{type, rows, cols, storage.data(), scales.empty() ? nullptr : scales.data()};
-  }
-};
 
 struct KdaWeights {
   Matrix q, k, v, g, f_a, f_b, b, o;
@@ -98,5 +90,8 @@ private:
 // Every spine tensor of `config`, named as in the checkpoint (k3_tensors.h).
 K3Weights load_k3_weights(const K3Config& config, SpineTensorSource& source);
 K3Weights load_k3_weights(const K3Checkpoint& checkpoint);
+
+// Every routed expert of the checkpoint (layers 1..L-1) read into RAM.
+std::unique_ptr<ResidentExpertSource> load_resident_k3_experts(const K3Checkpoint& checkpoint);
 
 }  // namespace deltafin

@@ -72,7 +72,7 @@ std::vector<float> Qwen3Model::forward(Qwen3Session& session, std::span<const ui
 
   std::vector<float> x(T * d), h(T * d), delta(T * d);
   for (size_t t = 0; t < T; ++t)
-    for (size_t j = 0; j < d; ++j) x[t * d + j] = bf16_to_f32(w.embed.bf16[tokens[t] * d + j]);
+    for (size_t j = 0; j < d; ++j) x[t * d + j] = bf16_to_f32(w.embed.bf16_at(tokens[t], j));
   std::vector<float> q(T * qd), k(T * kvd), v(T * kvd), attn(T * qd), gate(T * I), up(T * I);
 
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -128,13 +128,6 @@ std::vector<float> Qwen3Model::forward(Qwen3Session& session, std::span<const ui
   matmul(w.output().view(), h.data(), rows, logits.data(), pool_);
   session.commit(static_cast<int64_t>(T));
   return logits;
-}
-
-uint32_t qwen3_argmax(const float* logits, size_t n) {
-  size_t best = n;
-  for (size_t i = 0; i < n; ++i)
-    if (!std::isnan(logits[i]) && (best == n || logits[i] > logits[best])) best = i;
-  return static_cast<uint32_t>(best == n ? 0 : best);
 }
 
 }  // namespace deltafin

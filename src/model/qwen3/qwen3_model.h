@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "model/common/greedy.h"
 #include "model/qwen3/qwen3_config.h"
 #include "model/qwen3/qwen3_session.h"
 #include "model/qwen3/qwen3_weights.h"
@@ -39,9 +40,5 @@ private:
   const Qwen3Weights& weights_;
   ThreadPool* pool_;
 };
-
-// The greedy choice: the index of the largest logit, the lowest index among
-// equal maxima (NaN never wins). n must be >= 1.
-uint32_t qwen3_argmax(const float* logits, size_t n);
 
 }  // namespace deltafin

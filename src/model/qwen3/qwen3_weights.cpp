@@ -33,18 +33,18 @@ const TensorInfo& expect_tensor(const Checkpoint& ck, const std::string& name, c
   return *ref.info;
 }
 
-Qwen3Matrix load_matrix(const Checkpoint& ck, const std::string& name, uint64_t rows, uint64_t cols) {
+Matrix load_matrix(const Checkpoint& ck, const std::string& name, uint64_t rows, uint64_t cols) {
   const SafetensorsFile* shard = nullptr;
   const TensorInfo& t = expect_tensor(ck, name, {rows, cols}, &shard);
   // Matrices stay in their stored BF16 (the kernels widen exactly); other
   // types would need a conversion this draft model does not do.
   if (t.dtype != DType::BF16)
     fail(shard->path(), ": tensor '", name, "' is ", dtype_name(t.dtype), ", expected BF16");
-  Qwen3Matrix m;
-  m.rows = rows, m.cols = cols;
-  m.bf16.resize(rows * cols);
+  Matrix m;
+  m.type = WeightType::BF16, m.rows = rows, m.cols = cols;
+  m.storage.resize(rows * cols * 2);
   // safetensors is little-endian, as is every host this runtime builds for (x86-64).
-  shard->read(t, m.bf16.data());
+  shard->read(t, m.storage.data());
   return m;
 }
 
@@ -130,13 +130,13 @@ Qwen3Weights load_qwen3_weights(const Qwen3Config& c, const Checkpoint& ck) {
     // Some exports of tied models still save lm_head.weight. Transformers ties
     // it to the embeddings anyway; accept it only when it says the same thing,
     // since a different matrix means the config and the weights disagree.
-    Qwen3Matrix head = load_matrix(ck, "lm_head.weight", V, d);
-    if (head.bf16 != w.embed.bf16)
+    Matrix head = load_matrix(ck, "lm_head.weight", V, d);
+    if (head.storage != w.embed.storage)
       fail(ck.dir(), ": config.json ties the embeddings (tie_word_embeddings = true) but lm_head.weight differs from "
                      "model.embed_tokens.weight");
   }
 
-  auto matrix_bytes = [](const Qwen3Matrix& m) { return static_cast<uint64_t>(m.bf16.size()) * 2; };
+  auto matrix_bytes = [](const Matrix& m) { return m.bytes(); };
   w.bytes = matrix_bytes(w.embed) + matrix_bytes(w.lm_head) + w.final_norm.size() * 4;
   for (const Qwen3LayerWeights& L : w.layers) {
     w.bytes += matrix_bytes(L.q) + matrix_bytes(L.k) + matrix_bytes(L.v) + matrix_bytes(L.o);

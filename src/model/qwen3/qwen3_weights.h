@@ -12,33 +12,27 @@
 #include "format/checkpoint.h"
 #include "format/safetensors_writer.h"
 #include "kernels/weights.h"
+#include "model/common/matrix.h"
 #include "model/qwen3/qwen3_config.h"
 
 namespace deltafin {
 
-// An owned row-major BF16 matrix [rows, cols]; view() points into it.
-struct Qwen3Matrix {
-  size_t rows = 0, cols = 0;
-  std::vector<uint16_t> bf16;
-  WeightView view() const { return WeightView{WeightType::BF16, rows, cols, bf16.data(), nullptr}; }
-};
-
 struct Qwen3LayerWeights {
   std::vector<float> input_norm, post_attention_norm;  // [hidden]
   std::vector<float> q_norm, k_norm;                   // [head_dim], shared by all heads
-  Qwen3Matrix q, k, v, o;                              // [H*hd, hidden], [KV*hd, hidden] x2, [hidden, H*hd]
-  Qwen3Matrix gate, up, down;                          // [I, hidden] x2, [hidden, I]
+  Matrix q, k, v, o;                                     // [H*hd, hidden], [KV*hd, hidden] x2, [hidden, H*hd]
+  Matrix gate, up, down;                               // [I, hidden] x2, [hidden, I]
 };
 
 struct Qwen3Weights {
-  Qwen3Matrix embed;    // [vocab, hidden]
-  Qwen3Matrix lm_head;  // [vocab, hidden]; empty when the embeddings are tied
+  Matrix embed;    // [vocab, hidden]
+  Matrix lm_head;  // [vocab, hidden]; empty when the embeddings are tied
   std::vector<float> final_norm;
   std::vector<Qwen3LayerWeights> layers;
   uint64_t bytes = 0;  // resident bytes, for reporting
 
   // The output projection: lm_head, or the embedding matrix when tied.
-  const Qwen3Matrix& output() const { return lm_head.rows ? lm_head : embed; }
+  const Matrix& output() const { return lm_head.rows ? lm_head : embed; }
 };
 
 // Every tensor a checkpoint of `config` holds, with dtype and shape, in the

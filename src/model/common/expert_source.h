@@ -11,10 +11,10 @@
 
 namespace deltafin {
 
-class K3Checkpoint;
-
-// The bytes of one expert record (k3-model.md §5.1: w1 packed, w1 scale, w2
-// packed, w2 scale, w3 packed, w3 scale), kept alive while the handle lives.
+// The bytes of one expert record, kept alive while the handle lives. What a
+// record holds is the family's (K3: k3-model.md §5.1, six MXFP4 tensors;
+// Qwen3-MoE: gate, up and down projections in BF16); the source only moves
+// bytes.
 struct ExpertHandle {
   const uint8_t* data = nullptr;
   std::shared_ptr<const void> keep_alive;
@@ -47,15 +47,17 @@ public:
   virtual void end_pass() {}
 };
 
-// All experts read from the checkpoint into RAM at construction.
+// Every expert of every MoE layer read into RAM at construction by
+// read(layer, expert) (the family's checkpoint reader): the resident reference.
 class ResidentExpertSource : public ExpertSource {
 public:
-  explicit ResidentExpertSource(const K3Checkpoint& checkpoint);
+  using ReadRecord = std::function<std::vector<uint8_t>(int64_t layer, int64_t expert)>;
+  ResidentExpertSource(int64_t layers, int64_t experts, std::span<const int64_t> moe_layers, const ReadRecord& read);
   ExpertHandle get(int64_t layer, int64_t expert) override;
 
 private:
   int64_t layers_ = 0, experts_ = 0;
-  std::vector<std::shared_ptr<const std::vector<uint8_t>>> records_;  // [layer * experts + expert]
+  std::vector<std::shared_ptr<const std::vector<uint8_t>>> records_;  // [layer * experts + expert]; null off MoE layers
 };
 
 }  // namespace deltafin

@@ -1,6 +1,5 @@
-#include "model/kimi_k3/expert_source.h"
+#include "model/common/expert_source.h"
 
-#include "format/k3_checkpoint.h"
 #include "util/error.h"
 
 namespace deltafin {
@@ -13,17 +12,18 @@ void ExpertSource::for_each_ready(int64_t layer, std::span<const int64_t> expert
   }
 }
 
-ResidentExpertSource::ResidentExpertSource(const K3Checkpoint& k)
-    : layers_(k.config.num_hidden_layers), experts_(k.config.num_experts) {
+ResidentExpertSource::ResidentExpertSource(int64_t layers, int64_t experts, std::span<const int64_t> moe_layers,
+                                           const ReadRecord& read)
+    : layers_(layers), experts_(experts) {
   records_.resize(static_cast<size_t>(layers_ * experts_));
-  for (int64_t l = 1; l < layers_; ++l)
+  for (int64_t l : moe_layers)
     for (int64_t e = 0; e < experts_; ++e)
-      records_[static_cast<size_t>(l * experts_ + e)] =
-          std::make_shared<const std::vector<uint8_t>>(k.read_expert_record(l, e));
+      records_[static_cast<size_t>(l * experts_ + e)] = std::make_shared<const std::vector<uint8_t>>(read(l, e));
 }
 
 ExpertHandle ResidentExpertSource::get(int64_t layer, int64_t expert) {
-  if (layer < 1 || layer >= layers_ || expert < 0 || expert >= experts_)
+  if (layer < 0 || layer >= layers_ || expert < 0 || expert >= experts_ ||
+      !records_[static_cast<size_t>(layer * experts_ + expert)])
     fail("no routed expert (layer ", layer, ", expert ", expert, ")");
   const auto& r = records_[static_cast<size_t>(layer * experts_ + expert)];
   return {r->data(), r};

@@ -1,0 +1,26 @@
+#include "model/common/greedy.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace deltafin {
+
+uint32_t argmax_first(const float* x, size_t n) {
+  size_t best = 0;
+  for (size_t i = 1; i < n; ++i)
+    if (ranks_before(x[i], i, x[best], best)) best = i;
+  return static_cast<uint32_t>(best);
+}
+
+std::vector<int64_t> top_k_experts(const float* x, size_t n, size_t k) {
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  // ranks_before is a strict weak order even with NaNs, which partial_sort needs.
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), [&](int64_t a, int64_t b) {
+    return ranks_before(x[a], static_cast<size_t>(a), x[b], static_cast<size_t>(b));
+  });
+  order.resize(k);
+  return order;
+}
+
+}  // namespace deltafin
