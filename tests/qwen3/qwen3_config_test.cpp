@@ -3,11 +3,14 @@
 // file and field named.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "model/qwen3/qwen3_config.h"
 #include "support/test_support.h"
+#include "util/error.h"
 
 namespace deltafin {
 namespace {
@@ -82,6 +85,35 @@ TEST(Qwen3Config, AcceptsRopeParametersAndEosLists) {
 }
 
 // Each mutation is refused with the file name and the field in the message.
+// Qwen3's model card enables YaRN for 131k contexts with exactly this object.
+TEST(Qwen3Config, ReadsYarnScalingWithHuggingFaceDefaults) {
+  json j = real_config();
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
+  const Qwen3Config c = parse_qwen3_config(j, "config.json");
+  EXPECT_TRUE(c.yarn.enabled);
+  EXPECT_EQ(c.yarn.factor, 4.0);
+  EXPECT_EQ(c.yarn.original_max_position_embeddings, 32768);
+  EXPECT_EQ(c.yarn.beta_fast, 32.0);
+  EXPECT_EQ(c.yarn.beta_slow, 1.0);
+  EXPECT_TRUE(c.yarn.truncate);
+  EXPECT_NEAR(c.yarn.attention_factor, 1.1386294361119890, 1e-15);  // 0.1 ln 4 + 1
+  // Written back and read again, it is the same configuration.
+  const Qwen3Config again = parse_qwen3_config(qwen3_config_json(c), "written");
+  EXPECT_EQ(again.yarn.factor, 4.0);
+  EXPECT_EQ(again.yarn.attention_factor, c.yarn.attention_factor);
+  // Newer transformers put it in rope_parameters; mscale/mscale_all_dim give the factor.
+  json k = real_config();
+  k.erase("rope_scaling");
+  k["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1e6}, {"factor", 40}, {"mscale", 1.0},
+                          {"mscale_all_dim", 0.5}};
+  const Qwen3Config d = parse_qwen3_config(k, "config.json");
+  EXPECT_EQ(d.yarn.original_max_position_embeddings, d.max_position_embeddings);
+  EXPECT_NEAR(d.yarn.attention_factor, (0.1 * std::log(40.0) + 1) / (0.05 * std::log(40.0) + 1), 1e-15);
+  // Two scalings at once is ambiguous.
+  k["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 2.0}};
+  EXPECT_THROW(parse_qwen3_config(k, "config.json"), Error);
+}
+
 TEST(Qwen3Config, RefusesWhatTheRuntimeDoesNotImplement) {
   struct Case {
     const char* field;
@@ -90,7 +122,10 @@ TEST(Qwen3Config, RefusesWhatTheRuntimeDoesNotImplement) {
     const char* needle;
   };
   const std::vector<Case> cases = {
-      {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}, false, "rope_scaling"},
+      {"rope_scaling", {{"rope_type", "linear"}, {"factor", 4.0}}, false, "rope_scaling.rope_type"},
+      {"rope_scaling", {{"rope_type", "yarn"}}, false, "rope_scaling.factor"},
+      {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}, {"low_freq_factor", 1}}, false, "low_freq_factor"},
+      {"rope_scaling", {{"type", "yarn"}, {"factor", 0.5}}, false, "rope_scaling.factor"},
       {"attention_bias", true, false, "attention_bias"},
       {"mlp_bias", true, false, "mlp_bias"},
       {"hidden_act", "gelu", false, "hidden_act"},

@@ -203,9 +203,9 @@ TEST(Qwen3Model, ShardedLoadsLikeSingleFile) {
   EXPECT_EQ(a.weights.embed.storage, b.weights.embed.storage);
   EXPECT_EQ(a.weights.lm_head.storage, b.weights.lm_head.storage);
   for (size_t l = 0; l < a.weights.layers.size(); ++l) {
-    EXPECT_EQ(a.weights.layers[l].q.storage, b.weights.layers[l].q.storage);
+    EXPECT_EQ(a.weights.layers[l].attn.q.storage, b.weights.layers[l].attn.q.storage);
     EXPECT_EQ(a.weights.layers[l].down.storage, b.weights.layers[l].down.storage);
-    EXPECT_EQ(a.weights.layers[l].k_norm, b.weights.layers[l].k_norm);
+    EXPECT_EQ(a.weights.layers[l].attn.k_norm, b.weights.layers[l].attn.k_norm);
   }
   const std::vector<uint32_t> tokens = test::random_tokens(5, 6, 300);
   Qwen3Model ma(a.config, a.weights, nullptr), mb(b.config, b.weights, nullptr);

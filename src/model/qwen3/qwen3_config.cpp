@@ -2,8 +2,8 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
-#include <set>
 
+#include "model/common/config_fields.h"
 #include "util/error.h"
 #include "util/file.h"
 
@@ -13,86 +13,88 @@ using nlohmann::json;
 
 namespace {
 
-// Reads the root object's fields, remembering which were consumed so the rest
-// can be listed as unused. Every error names the file and the field.
-class Fields {
-public:
-  Fields(const json& obj, std::string source) : obj_(obj), source_(std::move(source)) {
-    if (!obj_.is_object()) fail(source_, ": the root is not a JSON object");
-  }
+// yarn_get_mscale: 0.1·m·ln(factor) + 1 for factor > 1, else 1.
+double yarn_get_mscale(double factor, double m) { return factor <= 1 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; }
 
-  // Present and not null.
-  bool has(const std::string& key) {
-    used_.insert(key);
-    return obj_.contains(key) && !obj_.at(key).is_null();
-  }
-  const json& get(const std::string& key) {
-    used_.insert(key);
-    if (!obj_.contains(key)) fail(source_, ": field ", key, " is missing");
-    return obj_.at(key);
-  }
-  int64_t integer(const std::string& key, int64_t min_value) {
-    const json& v = get(key);
-    if (!v.is_number_integer()) fail(source_, ": field ", key, " must be an integer, found ", v.dump());
-    int64_t x = v.get<int64_t>();
-    if (x < min_value) fail(source_, ": field ", key, " = ", x, ", expected >= ", min_value);
-    return x;
-  }
-  // A positive finite number (rope_theta is often written as an integer).
-  double positive(const std::string& key) {
-    const json& v = get(key);
-    if (!v.is_number()) fail(source_, ": field ", key, " must be a number, found ", v.dump());
-    double x = v.get<double>();
-    if (!std::isfinite(x) || !(x > 0)) fail(source_, ": field ", key, " = ", v.dump(), ", expected a finite number > 0");
-    return x;
-  }
-  bool boolean(const std::string& key) {
-    const json& v = get(key);
-    if (!v.is_boolean()) fail(source_, ": field ", key, " must be true or false, found ", v.dump());
-    return v.get<bool>();
-  }
-  std::string string(const std::string& key) {
-    const json& v = get(key);
-    if (!v.is_string()) fail(source_, ": field ", key, " must be a string, found ", v.dump());
-    return v.get<std::string>();
-  }
-  // An optional field that, when present (and not null), must equal `expected`:
-  // the options the forward pass does not implement.
-  void only(const std::string& key, const json& expected, const char* why) {
-    if (!has(key)) return;
-    const json& v = obj_.at(key);
-    if (v != expected) fail(source_, ": field ", key, " = ", v.dump(), " is not supported (", why, ")");
-  }
-  void collect_unused(std::vector<std::string>& out) const {
-    for (auto it = obj_.begin(); it != obj_.end(); ++it)
-      if (!used_.count(it.key())) out.push_back(it.key());
-  }
-  const std::string& source() const { return source_; }
+// A number field of a rope object, > 0 and finite.
+double rope_number(const json& p, const char* key, const std::string& where) {
+  const json& v = p.at(key);
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || !(v.get<double>() > 0))
+    fail(where, ".", key, " = ", v.dump(), ", expected a finite number > 0");
+  return v.get<double>();
+}
 
-private:
-  const json& obj_;
-  std::string source_;
-  std::set<std::string> used_;
-};
+// rope_scaling (older transformers) or rope_parameters (newer): "default"
+// (plain RoPE) or "yarn"; `theta` is set when the object carries rope_theta.
+void parse_rope_object(const json& p, const std::string& where, Qwen3Config& c, double* theta) {
+  if (!p.is_object()) fail(where, " must be an object, found ", p.dump());
+  std::string type = "default";
+  for (const char* key : {"rope_type", "type"})
+    if (p.contains(key)) {
+      if (!p.at(key).is_string()) fail(where, ".", key, " must be a string, found ", p.at(key).dump());
+      type = p.at(key).get<std::string>();
+    }
+  if (type != "default" && type != "yarn")
+    fail(where, ".rope_type = \"", type, "\" is not supported (only \"default\" and \"yarn\")");
+  const bool yarn = type == "yarn";
+  for (auto it = p.begin(); it != p.end(); ++it) {
+    const std::string& k = it.key();
+    const bool common = k == "rope_type" || k == "type" || k == "rope_theta";
+    const bool yarn_key = k == "factor" || k == "original_max_position_embeddings" || k == "beta_fast" ||
+                          k == "beta_slow" || k == "attention_factor" || k == "mscale" || k == "mscale_all_dim" ||
+                          k == "truncate";
+    if (!common && !(yarn && yarn_key))
+      fail(where, ".", k, " is not supported for rope_type \"", type, "\"");
+  }
+  if (p.contains("rope_theta")) *theta = rope_number(p, "rope_theta", where);
+  if (!yarn) return;
+  Qwen3Yarn& y = c.yarn;
+  y.enabled = true;
+  if (!p.contains("factor")) fail(where, ".factor is missing (YaRN needs its scaling factor)");
+  y.factor = rope_number(p, "factor", where);
+  if (y.factor < 1) fail(where, ".factor = ", y.factor, ", expected >= 1");
+  y.original_max_position_embeddings = c.max_position_embeddings;
+  if (p.contains("original_max_position_embeddings")) {
+    const json& v = p.at("original_max_position_embeddings");
+    if (!v.is_number_integer() || v.get<int64_t>() < 1)
+      fail(where, ".original_max_position_embeddings = ", v.dump(), ", expected an integer >= 1");
+    y.original_max_position_embeddings = v.get<int64_t>();
+  }
+  if (p.contains("beta_fast") && !p.at("beta_fast").is_null()) y.beta_fast = rope_number(p, "beta_fast", where);
+  if (p.contains("beta_slow") && !p.at("beta_slow").is_null()) y.beta_slow = rope_number(p, "beta_slow", where);
+  if (p.contains("truncate")) {
+    if (!p.at("truncate").is_boolean()) fail(where, ".truncate must be true or false, found ", p.at("truncate").dump());
+    y.truncate = p.at("truncate").get<bool>();
+  }
+  const bool has_mscale = p.contains("mscale") && !p.at("mscale").is_null();
+  const bool has_all = p.contains("mscale_all_dim") && !p.at("mscale_all_dim").is_null();
+  if (p.contains("attention_factor") && !p.at("attention_factor").is_null()) {
+    y.attention_factor = rope_number(p, "attention_factor", where);
+  } else if (has_mscale && has_all) {
+    y.attention_factor = yarn_get_mscale(y.factor, rope_number(p, "mscale", where)) /
+                         yarn_get_mscale(y.factor, rope_number(p, "mscale_all_dim", where));
+  } else {
+    y.attention_factor = yarn_get_mscale(y.factor, 1.0);
+  }
+}
+
+json rope_scaling_json(const Qwen3Config& c) {
+  if (!c.yarn.enabled) return nullptr;
+  return json{{"rope_type", "yarn"},
+              {"factor", c.yarn.factor},
+              {"original_max_position_embeddings", c.yarn.original_max_position_embeddings},
+              {"beta_fast", c.yarn.beta_fast},
+              {"beta_slow", c.yarn.beta_slow},
+              {"attention_factor", c.yarn.attention_factor},
+              {"truncate", c.yarn.truncate}};
+}
 
 }  // namespace
 
-Qwen3Config parse_qwen3_config(const json& root, const std::string& source) {
-  Fields f(root, source);
-  Qwen3Config c;
-
-  // The architecture itself: a qwen2 or qwen3_moe config has different tensors.
-  const std::string model_type = f.string("model_type");
-  if (model_type != "qwen3")
-    fail(source, ": field model_type = \"", model_type, "\", expected \"qwen3\" (the Qwen3 dense architecture)");
-  if (f.has("architectures")) {
-    const json& a = root.at("architectures");
-    if (!a.is_array() || a.size() != 1 || a[0] != "Qwen3ForCausalLM")
-      fail(source, ": field architectures = ", a.dump(), ", expected [\"Qwen3ForCausalLM\"]");
-  }
-
+void parse_qwen3_shared_fields(ConfigFields& f, Qwen3Config& c) {
+  const std::string& source = f.source();
+  const json& root = f.object();
   c.hidden_size = f.integer("hidden_size", 1);
-  c.intermediate_size = f.integer("intermediate_size", 1);
   c.num_hidden_layers = f.integer("num_hidden_layers", 1);
   c.num_attention_heads = f.integer("num_attention_heads", 1);
   c.num_key_value_heads = f.integer("num_key_value_heads", 1);
@@ -115,36 +117,28 @@ Qwen3Config parse_qwen3_config(const json& root, const std::string& source) {
   c.max_position_embeddings = f.integer("max_position_embeddings", 1);
   c.rms_norm_eps = f.positive("rms_norm_eps");
 
-  // RoPE: plain rotate-half with theta. Newer transformers write it inside
-  // rope_parameters; either place is accepted, and both must agree.
+  // RoPE: rotate-half with theta, plain or YaRN-scaled. Older transformers
+  // write rope_theta and rope_scaling at the top level, newer ones one
+  // rope_parameters object; either is accepted, and where both name theta
+  // they must agree. Only one of rope_scaling and rope_parameters may scale.
   bool have_theta = false;
   if (f.has("rope_theta")) {
     c.rope_theta = f.positive("rope_theta");
     have_theta = true;
   }
-  if (f.has("rope_parameters")) {
-    const json& p = root.at("rope_parameters");
-    if (!p.is_object()) fail(source, ": field rope_parameters must be an object, found ", p.dump());
-    for (auto it = p.begin(); it != p.end(); ++it)
-      if (it.key() != "rope_type" && it.key() != "rope_theta")
-        fail(source, ": field rope_parameters.", it.key(), " is not supported (only default RoPE with rope_theta)");
-    if (p.contains("rope_type") && p["rope_type"] != "default")
-      fail(source, ": field rope_parameters.rope_type = ", p["rope_type"].dump(), " is not supported (only \"default\")");
-    if (p.contains("rope_theta")) {
-      if (!p["rope_theta"].is_number() || !(p["rope_theta"].get<double>() > 0))
-        fail(source, ": field rope_parameters.rope_theta = ", p["rope_theta"].dump(), ", expected a number > 0");
-      double t = p["rope_theta"].get<double>();
-      if (have_theta && t != c.rope_theta)
-        fail(source, ": field rope_parameters.rope_theta = ", t, " disagrees with rope_theta = ", c.rope_theta);
-      c.rope_theta = t;
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    if (!f.has(key)) continue;
+    if (c.yarn.enabled) fail(source, ": fields rope_scaling and rope_parameters both describe the RoPE scaling");
+    double theta = 0;
+    parse_rope_object(root.at(key), cat(source, ": field ", key), c, &theta);
+    if (theta > 0) {
+      if (have_theta && theta != c.rope_theta)
+        fail(source, ": field ", key, ".rope_theta = ", theta, " disagrees with rope_theta = ", c.rope_theta);
+      c.rope_theta = theta;
       have_theta = true;
     }
   }
   if (!have_theta) fail(source, ": field rope_theta is missing");
-  // rope_scaling (YaRN, linear, dynamic ...) changes the frequencies; only none is implemented.
-  if (f.has("rope_scaling"))
-    fail(source, ": field rope_scaling = ", root.at("rope_scaling").dump(),
-         " is not supported (only null: plain RoPE without scaling)");
 
   // Defaults as in Hugging Face's Qwen3Config when the field is absent.
   c.tie_word_embeddings = f.has("tie_word_embeddings") ? f.boolean("tie_word_embeddings") : false;
@@ -184,6 +178,23 @@ Qwen3Config parse_qwen3_config(const json& root, const std::string& source) {
       fail(source, ": field eos_token_id = ", e.dump(), ", expected a token id or a list of them");
     }
   }
+}
+
+Qwen3Config parse_qwen3_config(const json& root, const std::string& source) {
+  ConfigFields f(root, source);
+  Qwen3Config c;
+
+  // The architecture itself: a qwen2 or qwen3_moe config has different tensors.
+  const std::string model_type = f.string("model_type");
+  if (model_type != "qwen3")
+    fail(source, ": field model_type = \"", model_type, "\", expected \"qwen3\" (the Qwen3 dense architecture)");
+  if (f.has("architectures")) {
+    const json& a = root.at("architectures");
+    if (!a.is_array() || a.size() != 1 || a[0] != "Qwen3ForCausalLM")
+      fail(source, ": field architectures = ", a.dump(), ", expected [\"Qwen3ForCausalLM\"]");
+  }
+  c.intermediate_size = f.integer("intermediate_size", 1);
+  parse_qwen3_shared_fields(f, c);
   f.collect_unused(c.unused_fields);
   return c;
 }
@@ -198,32 +209,27 @@ Qwen3Config read_qwen3_config(const std::string& path) {
   return parse_qwen3_config(j, path);
 }
 
-json qwen3_config_json(const Qwen3Config& c) {
-  json j = {
-      {"architectures", {"Qwen3ForCausalLM"}},
-      {"model_type", "qwen3"},
-      {"attention_bias", false},
-      {"attention_dropout", 0.0},
-      {"hidden_act", "silu"},
-      {"hidden_size", c.hidden_size},
-      {"intermediate_size", c.intermediate_size},
-      {"num_hidden_layers", c.num_hidden_layers},
-      {"num_attention_heads", c.num_attention_heads},
-      {"num_key_value_heads", c.num_key_value_heads},
-      {"head_dim", c.head_dim},
-      {"vocab_size", c.vocab_size},
-      {"max_position_embeddings", c.max_position_embeddings},
-      {"max_window_layers", c.num_hidden_layers},
-      {"rms_norm_eps", c.rms_norm_eps},
-      {"rope_theta", c.rope_theta},
-      {"rope_scaling", nullptr},
-      {"sliding_window", nullptr},
-      {"use_sliding_window", false},
-      {"tie_word_embeddings", c.tie_word_embeddings},
-      {"torch_dtype", "bfloat16"},
-      {"use_cache", true},
-      {"initializer_range", 0.02},
-  };
+void write_qwen3_shared_fields(const Qwen3Config& c, json& j) {
+  j["attention_bias"] = false;
+  j["attention_dropout"] = 0.0;
+  j["hidden_act"] = "silu";
+  j["hidden_size"] = c.hidden_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["head_dim"] = c.head_dim;
+  j["vocab_size"] = c.vocab_size;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["max_window_layers"] = c.num_hidden_layers;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  j["rope_scaling"] = rope_scaling_json(c);
+  j["sliding_window"] = nullptr;
+  j["use_sliding_window"] = false;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["torch_dtype"] = "bfloat16";
+  j["use_cache"] = true;
+  j["initializer_range"] = 0.02;
   j["bos_token_id"] = c.bos_token_id >= 0 ? json(c.bos_token_id) : json(nullptr);
   if (c.eos_token_ids.size() == 1)
     j["eos_token_id"] = c.eos_token_ids[0];
@@ -231,6 +237,11 @@ json qwen3_config_json(const Qwen3Config& c) {
     j["eos_token_id"] = nullptr;
   else
     j["eos_token_id"] = c.eos_token_ids;
+}
+
+json qwen3_config_json(const Qwen3Config& c) {
+  json j = {{"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "qwen3"}, {"intermediate_size", c.intermediate_size}};
+  write_qwen3_shared_fields(c, j);
   return j;
 }
 

@@ -1,9 +1,10 @@
 // config.json of a Qwen3 dense checkpoint (Hugging Face `Qwen3ForCausalLM`,
-// model_type "qwen3") -> typed configuration for the draft model. Every
-// dimension comes from the file; options the forward pass does not implement
-// (rope_scaling, attention bias, sliding windows, other activations, other
-// weight types) are refused with an error naming the file and the field, so a
-// checkpoint is never silently run with the wrong architecture.
+// model_type "qwen3") -> typed configuration. Every dimension comes from the
+// file; options the forward pass does not implement (RoPE scalings other than
+// YaRN, attention bias, sliding windows, other activations, other weight
+// types) are refused with an error naming the file and the field, so a
+// checkpoint is never silently run with the wrong architecture. Qwen3-MoE
+// (model/qwen3_moe) shares the attention half of this config and its parser.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,29 @@
 #include <nlohmann/json_fwd.hpp>
 
 namespace deltafin {
+
+class ConfigFields;
+
+// YaRN RoPE scaling (rope_scaling / rope_parameters with rope_type "yarn"), as
+// Hugging Face's _compute_yarn_parameters: per pair i of head_dim d, with
+// base frequency f_i = theta^(-2i/d), inv_freq_i = f_i/factor·(1 - m_i) + f_i·m_i,
+// where m_i = 1 - clamp((i - low) / (high - low), 0, 1) and low/high the
+// pairs whose wavelength spans original_max_position_embeddings / beta_fast
+// and / beta_slow positions (floor/ceil when truncate); cos and sin are
+// multiplied by attention_factor (default 0.1·ln(factor) + 1, or
+// mscale(factor, mscale) / mscale(factor, mscale_all_dim) when both are set).
+// Decision: `factor` is the file's factor. Transformers before 4.56 replaced
+// it by max_position_embeddings / original_max_position_embeddings whenever
+// the latter was present (huggingface/transformers#38224, fixed by #40320);
+// vLLM, llama.cpp and current transformers use the file's factor, as here.
+struct Qwen3Yarn {
+  bool enabled = false;
+  double factor = 1;
+  int64_t original_max_position_embeddings = 0;  // the file's, else max_position_embeddings
+  double beta_fast = 32, beta_slow = 1;
+  double attention_factor = 1;  // resolved at parse
+  bool truncate = true;
+};
 
 struct Qwen3Config {
   int64_t hidden_size = 0;
@@ -25,6 +49,7 @@ struct Qwen3Config {
   int64_t max_position_embeddings = 0;  // the KV cache never grows past this
   double rms_norm_eps = 0;
   double rope_theta = 0;
+  Qwen3Yarn yarn;  // enabled only when the file asks for YaRN
   bool tie_word_embeddings = false;  // true: lm_head is model.embed_tokens.weight
   // Token ids from the file, -1 when absent or null (informational for callers).
   int64_t bos_token_id = -1;
@@ -37,6 +62,12 @@ struct Qwen3Config {
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }
   int64_t groups() const { return num_attention_heads / num_key_value_heads; }  // query heads per KV head
 };
+
+// Every field the dense and the MoE architectures share (all but model_type,
+// architectures and the MLP sizes), read from `f` into `c`.
+void parse_qwen3_shared_fields(ConfigFields& f, Qwen3Config& c);
+// The same fields as config.json writes them (rope_scaling included).
+void write_qwen3_shared_fields(const Qwen3Config& c, nlohmann::json& j);
 
 // Parses and validates; `source` names the file in errors.
 Qwen3Config parse_qwen3_config(const nlohmann::json& root, const std::string& source);

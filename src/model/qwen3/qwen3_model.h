@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/common/greedy.h"
+#include "model/qwen3/qwen3_attention.h"
 #include "model/qwen3/qwen3_config.h"
 #include "model/qwen3/qwen3_session.h"
 #include "model/qwen3/qwen3_weights.h"
@@ -39,6 +40,7 @@ private:
   const Qwen3Config& config_;
   const Qwen3Weights& weights_;
   ThreadPool* pool_;
+  Qwen3Rope rope_;
 };
 
 }  // namespace deltafin

@@ -33,7 +33,7 @@ const TensorInfo& expect_tensor(const Checkpoint& ck, const std::string& name, c
   return *ref.info;
 }
 
-Matrix load_matrix(const Checkpoint& ck, const std::string& name, uint64_t rows, uint64_t cols) {
+Matrix load_matrix_impl(const Checkpoint& ck, const std::string& name, uint64_t rows, uint64_t cols) {
   const SafetensorsFile* shard = nullptr;
   const TensorInfo& t = expect_tensor(ck, name, {rows, cols}, &shard);
   // Matrices stay in their stored BF16 (the kernels widen exactly); other
@@ -49,7 +49,7 @@ Matrix load_matrix(const Checkpoint& ck, const std::string& name, uint64_t rows,
 }
 
 // A norm weight vector, widened to fp32 exactly (BF16 or F32 stored).
-std::vector<float> load_vector(const Checkpoint& ck, const std::string& name, uint64_t n) {
+std::vector<float> load_vector_impl(const Checkpoint& ck, const std::string& name, uint64_t n) {
   const SafetensorsFile* shard = nullptr;
   const TensorInfo& t = expect_tensor(ck, name, {n}, &shard);
   std::vector<float> out(n);
@@ -67,19 +67,23 @@ std::vector<float> load_vector(const Checkpoint& ck, const std::string& name, ui
 
 }  // namespace
 
+void append_qwen3_attention_specs(const Qwen3Config& c, int64_t i, std::vector<TensorSpec>& out) {
+  const uint64_t d = c.hidden_size, hd = c.head_dim, q = c.q_dim(), kv = c.kv_dim();
+  out.push_back({layer_name(i, "input_layernorm.weight"), DType::BF16, {d}});
+  out.push_back({layer_name(i, "self_attn.q_proj.weight"), DType::BF16, {q, d}});
+  out.push_back({layer_name(i, "self_attn.k_proj.weight"), DType::BF16, {kv, d}});
+  out.push_back({layer_name(i, "self_attn.v_proj.weight"), DType::BF16, {kv, d}});
+  out.push_back({layer_name(i, "self_attn.o_proj.weight"), DType::BF16, {d, q}});
+  out.push_back({layer_name(i, "self_attn.q_norm.weight"), DType::BF16, {hd}});
+  out.push_back({layer_name(i, "self_attn.k_norm.weight"), DType::BF16, {hd}});
+}
+
 std::vector<TensorSpec> qwen3_tensor_specs(const Qwen3Config& c) {
-  const uint64_t d = c.hidden_size, hd = c.head_dim, q = c.q_dim(), kv = c.kv_dim(), I = c.intermediate_size,
-                 V = c.vocab_size;
+  const uint64_t d = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   std::vector<TensorSpec> out;
   out.push_back({"model.embed_tokens.weight", DType::BF16, {V, d}});
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    out.push_back({layer_name(i, "input_layernorm.weight"), DType::BF16, {d}});
-    out.push_back({layer_name(i, "self_attn.q_proj.weight"), DType::BF16, {q, d}});
-    out.push_back({layer_name(i, "self_attn.k_proj.weight"), DType::BF16, {kv, d}});
-    out.push_back({layer_name(i, "self_attn.v_proj.weight"), DType::BF16, {kv, d}});
-    out.push_back({layer_name(i, "self_attn.o_proj.weight"), DType::BF16, {d, q}});
-    out.push_back({layer_name(i, "self_attn.q_norm.weight"), DType::BF16, {hd}});
-    out.push_back({layer_name(i, "self_attn.k_norm.weight"), DType::BF16, {hd}});
+    append_qwen3_attention_specs(c, i, out);
     out.push_back({layer_name(i, "post_attention_layernorm.weight"), DType::BF16, {d}});
     out.push_back({layer_name(i, "mlp.gate_proj.weight"), DType::BF16, {I, d}});
     out.push_back({layer_name(i, "mlp.up_proj.weight"), DType::BF16, {I, d}});
@@ -88,6 +92,32 @@ std::vector<TensorSpec> qwen3_tensor_specs(const Qwen3Config& c) {
   out.push_back({"model.norm.weight", DType::BF16, {d}});
   if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", DType::BF16, {V, d}});
   return out;
+}
+
+Matrix load_qwen3_matrix(const Checkpoint& ck, const std::string& name, uint64_t rows, uint64_t cols) {
+  return load_matrix_impl(ck, name, rows, cols);
+}
+
+std::vector<float> load_qwen3_vector(const Checkpoint& ck, const std::string& name, uint64_t n) {
+  return load_vector_impl(ck, name, n);
+}
+
+Qwen3AttentionWeights load_qwen3_attention(const Qwen3Config& c, const Checkpoint& ck, int64_t i) {
+  const uint64_t d = c.hidden_size, hd = c.head_dim, q = c.q_dim(), kv = c.kv_dim();
+  Qwen3AttentionWeights a;
+  a.input_norm = load_vector_impl(ck, layer_name(i, "input_layernorm.weight"), d);
+  a.q = load_matrix_impl(ck, layer_name(i, "self_attn.q_proj.weight"), q, d);
+  a.k = load_matrix_impl(ck, layer_name(i, "self_attn.k_proj.weight"), kv, d);
+  a.v = load_matrix_impl(ck, layer_name(i, "self_attn.v_proj.weight"), kv, d);
+  a.o = load_matrix_impl(ck, layer_name(i, "self_attn.o_proj.weight"), d, q);
+  a.q_norm = load_vector_impl(ck, layer_name(i, "self_attn.q_norm.weight"), hd);
+  a.k_norm = load_vector_impl(ck, layer_name(i, "self_attn.k_norm.weight"), hd);
+  return a;
+}
+
+uint64_t qwen3_attention_bytes(const Qwen3AttentionWeights& a) {
+  return a.q.bytes() + a.k.bytes() + a.v.bytes() + a.o.bytes() +
+         (a.input_norm.size() + a.q_norm.size() + a.k_norm.size()) * 4;
 }
 
 Checkpoint open_qwen3_checkpoint(const std::string& dir) {
@@ -104,33 +134,26 @@ Qwen3Weights load_qwen3_weights(const Qwen3Config& c, const Checkpoint& ck) {
     if (!expected.count(name) && !(c.tie_word_embeddings && name == "lm_head.weight"))
       fail(ck.dir(), ": tensor '", name, "' is not part of the Qwen3 dense architecture described by config.json");
 
-  const uint64_t d = c.hidden_size, hd = c.head_dim, q = c.q_dim(), kv = c.kv_dim(), I = c.intermediate_size,
-                 V = c.vocab_size;
+  const uint64_t d = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   Qwen3Weights w;
-  w.embed = load_matrix(ck, "model.embed_tokens.weight", V, d);
+  w.embed = load_matrix_impl(ck, "model.embed_tokens.weight", V, d);
   w.layers.resize(c.num_hidden_layers);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     Qwen3LayerWeights& L = w.layers[i];
-    L.input_norm = load_vector(ck, layer_name(i, "input_layernorm.weight"), d);
-    L.q = load_matrix(ck, layer_name(i, "self_attn.q_proj.weight"), q, d);
-    L.k = load_matrix(ck, layer_name(i, "self_attn.k_proj.weight"), kv, d);
-    L.v = load_matrix(ck, layer_name(i, "self_attn.v_proj.weight"), kv, d);
-    L.o = load_matrix(ck, layer_name(i, "self_attn.o_proj.weight"), d, q);
-    L.q_norm = load_vector(ck, layer_name(i, "self_attn.q_norm.weight"), hd);
-    L.k_norm = load_vector(ck, layer_name(i, "self_attn.k_norm.weight"), hd);
-    L.post_attention_norm = load_vector(ck, layer_name(i, "post_attention_layernorm.weight"), d);
-    L.gate = load_matrix(ck, layer_name(i, "mlp.gate_proj.weight"), I, d);
-    L.up = load_matrix(ck, layer_name(i, "mlp.up_proj.weight"), I, d);
-    L.down = load_matrix(ck, layer_name(i, "mlp.down_proj.weight"), d, I);
+    L.attn = load_qwen3_attention(c, ck, i);
+    L.post_attention_norm = load_vector_impl(ck, layer_name(i, "post_attention_layernorm.weight"), d);
+    L.gate = load_matrix_impl(ck, layer_name(i, "mlp.gate_proj.weight"), I, d);
+    L.up = load_matrix_impl(ck, layer_name(i, "mlp.up_proj.weight"), I, d);
+    L.down = load_matrix_impl(ck, layer_name(i, "mlp.down_proj.weight"), d, I);
   }
-  w.final_norm = load_vector(ck, "model.norm.weight", d);
+  w.final_norm = load_vector_impl(ck, "model.norm.weight", d);
   if (!c.tie_word_embeddings) {
-    w.lm_head = load_matrix(ck, "lm_head.weight", V, d);
+    w.lm_head = load_matrix_impl(ck, "lm_head.weight", V, d);
   } else if (ck.find("lm_head.weight")) {
     // Some exports of tied models still save lm_head.weight. Transformers ties
     // it to the embeddings anyway; accept it only when it says the same thing,
     // since a different matrix means the config and the weights disagree.
-    Matrix head = load_matrix(ck, "lm_head.weight", V, d);
+    Matrix head = load_matrix_impl(ck, "lm_head.weight", V, d);
     if (head.storage != w.embed.storage)
       fail(ck.dir(), ": config.json ties the embeddings (tie_word_embeddings = true) but lm_head.weight differs from "
                      "model.embed_tokens.weight");
@@ -138,11 +161,9 @@ Qwen3Weights load_qwen3_weights(const Qwen3Config& c, const Checkpoint& ck) {
 
   auto matrix_bytes = [](const Matrix& m) { return m.bytes(); };
   w.bytes = matrix_bytes(w.embed) + matrix_bytes(w.lm_head) + w.final_norm.size() * 4;
-  for (const Qwen3LayerWeights& L : w.layers) {
-    w.bytes += matrix_bytes(L.q) + matrix_bytes(L.k) + matrix_bytes(L.v) + matrix_bytes(L.o);
-    w.bytes += matrix_bytes(L.gate) + matrix_bytes(L.up) + matrix_bytes(L.down);
-    w.bytes += (L.input_norm.size() + L.post_attention_norm.size() + L.q_norm.size() + L.k_norm.size()) * 4;
-  }
+  for (const Qwen3LayerWeights& L : w.layers)
+    w.bytes += qwen3_attention_bytes(L.attn) + L.gate.bytes() + L.up.bytes() + L.down.bytes() +
+               L.post_attention_norm.size() * 4;
   return w;
 }
 

@@ -13,15 +13,15 @@
 #include "format/safetensors_writer.h"
 #include "kernels/weights.h"
 #include "model/common/matrix.h"
+#include "model/qwen3/qwen3_attention.h"
 #include "model/qwen3/qwen3_config.h"
 
 namespace deltafin {
 
 struct Qwen3LayerWeights {
-  std::vector<float> input_norm, post_attention_norm;  // [hidden]
-  std::vector<float> q_norm, k_norm;                   // [head_dim], shared by all heads
-  Matrix q, k, v, o;                                     // [H*hd, hidden], [KV*hd, hidden] x2, [hidden, H*hd]
-  Matrix gate, up, down;                               // [I, hidden] x2, [hidden, I]
+  Qwen3AttentionWeights attn;
+  std::vector<float> post_attention_norm;  // [hidden]
+  Matrix gate, up, down;                   // [I, hidden] x2, [hidden, I]
 };
 
 struct Qwen3Weights {
@@ -45,6 +45,15 @@ std::vector<TensorSpec> qwen3_tensor_specs(const Qwen3Config& config);
 Checkpoint open_qwen3_checkpoint(const std::string& dir);
 
 Qwen3Weights load_qwen3_weights(const Qwen3Config& config, const Checkpoint& checkpoint);
+
+// Pieces the Qwen3-MoE loader shares: a BF16 matrix, a norm vector widened
+// to fp32, a layer's attention weights (each checked against the expected
+// shape, errors naming the shard), and the attention half's tensor specs.
+Matrix load_qwen3_matrix(const Checkpoint& checkpoint, const std::string& name, uint64_t rows, uint64_t cols);
+std::vector<float> load_qwen3_vector(const Checkpoint& checkpoint, const std::string& name, uint64_t n);
+Qwen3AttentionWeights load_qwen3_attention(const Qwen3Config& config, const Checkpoint& checkpoint, int64_t layer);
+void append_qwen3_attention_specs(const Qwen3Config& config, int64_t layer, std::vector<TensorSpec>& out);
+uint64_t qwen3_attention_bytes(const Qwen3AttentionWeights& w);
 Qwen3Weights load_qwen3_weights(const Qwen3Config& config, const std::string& dir);
 
 }  // namespace deltafin

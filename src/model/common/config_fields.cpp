@@ -1,0 +1,65 @@
+#include "model/common/config_fields.h"
+
+#include <cmath>
+
+#include "util/error.h"
+
+namespace deltafin {
+
+using nlohmann::json;
+
+ConfigFields::ConfigFields(const json& obj, std::string source) : obj_(obj), source_(std::move(source)) {
+  if (!obj_.is_object()) fail(source_, ": the root is not a JSON object");
+}
+
+bool ConfigFields::has(const std::string& key) {
+  used_.insert(key);
+  return obj_.contains(key) && !obj_.at(key).is_null();
+}
+
+const json& ConfigFields::get(const std::string& key) {
+  used_.insert(key);
+  if (!obj_.contains(key)) fail(source_, ": field ", key, " is missing");
+  return obj_.at(key);
+}
+
+int64_t ConfigFields::integer(const std::string& key, int64_t min_value) {
+  const json& v = get(key);
+  if (!v.is_number_integer()) fail(source_, ": field ", key, " must be an integer, found ", v.dump());
+  const int64_t x = v.get<int64_t>();
+  if (x < min_value) fail(source_, ": field ", key, " = ", x, ", expected >= ", min_value);
+  return x;
+}
+
+double ConfigFields::positive(const std::string& key) {
+  const json& v = get(key);
+  if (!v.is_number()) fail(source_, ": field ", key, " must be a number, found ", v.dump());
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || !(x > 0)) fail(source_, ": field ", key, " = ", v.dump(), ", expected a finite number > 0");
+  return x;
+}
+
+bool ConfigFields::boolean(const std::string& key) {
+  const json& v = get(key);
+  if (!v.is_boolean()) fail(source_, ": field ", key, " must be true or false, found ", v.dump());
+  return v.get<bool>();
+}
+
+std::string ConfigFields::string(const std::string& key) {
+  const json& v = get(key);
+  if (!v.is_string()) fail(source_, ": field ", key, " must be a string, found ", v.dump());
+  return v.get<std::string>();
+}
+
+void ConfigFields::only(const std::string& key, const json& expected, const char* why) {
+  if (!has(key)) return;
+  const json& v = obj_.at(key);
+  if (v != expected) fail(source_, ": field ", key, " = ", v.dump(), " is not supported (", why, ")");
+}
+
+void ConfigFields::collect_unused(std::vector<std::string>& out) const {
+  for (auto it = obj_.begin(); it != obj_.end(); ++it)
+    if (!used_.count(it.key())) out.push_back(it.key());
+}
+
+}  // namespace deltafin
