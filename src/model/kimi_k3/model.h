@@ -12,6 +12,7 @@
 #include "format/k3_checkpoint.h"
 #include "model/common/expert_source.h"
 #include "model/common/greedy.h"
+#include "model/common/route.h"
 #include "model/common/rows.h"
 #include "model/kimi_k3/kda_log.h"
 #include "model/kimi_k3/session.h"
@@ -21,13 +22,6 @@ namespace deltafin {
 
 class ThreadPool;
 class RouteLookahead;
-
-// The experts one MoE layer chose for one position, in the decided order
-// (descending choice score, ties to the lower id) with their weights.
-struct Route {
-  std::vector<int64_t> experts;
-  std::vector<float> weights;
-};
 
 // How one pass over many rows is cut (engine/prefill.h). The pass is layer
 // major: every row goes through layer i before any goes through layer i+1.

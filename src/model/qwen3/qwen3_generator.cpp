@@ -237,7 +237,6 @@ json qwen3_tokenizer_json(const std::vector<std::string>& tokens) {
 }
 
 Qwen3GenerateResult generate_qwen3_checkpoint(const Qwen3GenerateOptions& o) {
-  if (o.out_dir.empty()) fail("make-model: no output directory");
   if (o.vocab < 256 + 1 + 3)
     fail("make-model: --vocab ", o.vocab, " is too small: 256 byte tokens + at least one merge + 3 special tokens");
   Qwen3Config want;
@@ -259,10 +258,25 @@ Qwen3GenerateResult generate_qwen3_checkpoint(const Qwen3GenerateOptions& o) {
   // Parse our own config through the real loader first: the generator never
   // writes a checkpoint the runtime would refuse.
   const Qwen3Config config = parse_qwen3_config(config_json, "generated config.json");
-
   const std::vector<TensorSpec> tensors = qwen3_tensor_specs(config);
+  Qwen3CheckpointFiles files{o.out_dir, o.seed, o.force, o.shards, o.vocab, o.max_position_embeddings,
+                             config.tie_word_embeddings};
+  Qwen3GenerateResult result;
+  result.payload_bytes = write_qwen3_checkpoint_files(files, tensors, config_json);
+  result.config = config;
+  result.shards = o.shards;
+  result.tensors = tensors.size();
+  return result;
+}
+
+uint64_t write_qwen3_checkpoint_files(const Qwen3CheckpointFiles& o, const std::vector<TensorSpec>& tensors,
+                                      const json& config_json) {
+  if (o.out_dir.empty()) fail("make-model: no output directory");
+  if (o.vocab < 256 + 1 + 3)
+    fail("make-model: --vocab ", o.vocab, " is too small: 256 byte tokens + at least one merge + 3 special tokens");
   if (o.shards < 1 || static_cast<size_t>(o.shards) > tensors.size())
     fail("make-model: --shards ", o.shards, " must be between 1 and the number of tensors (", tensors.size(), ")");
+  const int64_t n_bpe = o.vocab - 3;
   // Train the tokenizer before touching the directory: a too-short training
   // text fails here with nothing written.
   const std::vector<std::string> tokens =
@@ -272,12 +286,12 @@ Qwen3GenerateResult generate_qwen3_checkpoint(const Qwen3GenerateOptions& o) {
   const json tokenizer = qwen3_tokenizer_json(tokens);
 
   prepare_checkpoint_dir(o.out_dir, o.force);
-  Qwen3GenerateResult result;
+  uint64_t payload = 0;
   if (o.shards == 1) {
     SafetensorsWriter w((fs::path(o.out_dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
-    for (const TensorSpec& t : tensors) write_tensor(w, t, o.seed, config.tie_word_embeddings);
+    for (const TensorSpec& t : tensors) write_tensor(w, t, o.seed, o.tied);
     w.commit();
-    result.payload_bytes = w.payload_bytes();
+    payload = w.payload_bytes();
   } else {
     json weight_map = json::object();
     const std::vector<std::vector<TensorSpec>> shards = plan_shards(tensors, o.shards);
@@ -285,25 +299,21 @@ Qwen3GenerateResult generate_qwen3_checkpoint(const Qwen3GenerateOptions& o) {
       const std::string name = shard_file_name(s + 1, o.shards, 5);  // Hugging Face's usual names
       SafetensorsWriter w((fs::path(o.out_dir) / name).string(), shards[s], {{"format", "pt"}});
       for (const TensorSpec& t : shards[s]) {
-        write_tensor(w, t, o.seed, config.tie_word_embeddings);
+        write_tensor(w, t, o.seed, o.tied);
         weight_map[t.name] = name;
       }
       w.commit();
-      result.payload_bytes += w.payload_bytes();
+      payload += w.payload_bytes();
     }
-    json index = {{"metadata", {{"total_size", result.payload_bytes}}}, {"weight_map", weight_map}};
+    json index = {{"metadata", {{"total_size", payload}}}, {"weight_map", weight_map}};
     write_file_atomic((fs::path(o.out_dir) / "model.safetensors.index.json").string(), index.dump(2) + "\n");
   }
   write_file_atomic((fs::path(o.out_dir) / "tokenizer.json").string(), tokenizer.dump(2) + "\n");
   write_file_atomic((fs::path(o.out_dir) / "tokenizer_config.json").string(),
-                    tokenizer_config_json(static_cast<uint32_t>(n_bpe), o.max_position_embeddings).dump(2) + "\n");
+                    tokenizer_config_json(static_cast<uint32_t>(n_bpe), o.max_positions).dump(2) + "\n");
   // config.json last: its presence marks a complete checkpoint.
   write_file_atomic((fs::path(o.out_dir) / "config.json").string(), config_json.dump(2) + "\n");
-
-  result.config = config;
-  result.shards = o.shards;
-  result.tensors = tensors.size();
-  return result;
+  return payload;
 }
 
 }  // namespace deltafin

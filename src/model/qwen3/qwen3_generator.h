@@ -14,6 +14,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "format/safetensors_writer.h"
 #include "model/qwen3/qwen3_config.h"
 
 namespace deltafin {
@@ -42,6 +43,23 @@ struct Qwen3GenerateResult {
 };
 
 Qwen3GenerateResult generate_qwen3_checkpoint(const Qwen3GenerateOptions& options);
+
+// What every Qwen-family generator writes around its own tensor list: the
+// seeded BF16 tensors (one file or `shards` with the index), tokenizer.json
+// and tokenizer_config.json for `vocab` ids (vocab - 3 BPE tokens trained on
+// the built-in text, then the three special tokens), and config_json last.
+// Returns the tensors' payload bytes.
+struct Qwen3CheckpointFiles {
+  std::string out_dir;
+  uint64_t seed = 1;
+  bool force = false;
+  int shards = 1;
+  int64_t vocab = 0;
+  int64_t max_positions = 0;  // tokenizer_config.json's model_max_length
+  bool tied = false;          // embeddings scaled to also make the logits
+};
+uint64_t write_qwen3_checkpoint_files(const Qwen3CheckpointFiles& files, const std::vector<TensorSpec>& tensors,
+                                      const nlohmann::json& config_json);
 
 // The tokenizer.json for `tokens` (byte strings indexed by id, 256 single
 // bytes first, as train_bpe returns them), with the three special tokens at

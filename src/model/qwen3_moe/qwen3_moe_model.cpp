@@ -1,0 +1,142 @@
+#include "model/qwen3_moe/qwen3_moe_model.h"
+
+#include <algorithm>
+#include <map>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "model/common/greedy.h"
+#include "util/error.h"
+#include "util/numeric.h"
+
+namespace deltafin {
+
+Qwen3MoeModel::Qwen3MoeModel(const Qwen3MoeConfig& config, const Qwen3MoeWeights& weights, ExpertSource& experts,
+                             ThreadPool* pool)
+    : c_(config), w_(weights), experts_(experts), pool_(pool), rope_(make_qwen3_rope(config.base)) {
+  if (static_cast<int64_t>(weights.layers.size()) != config.base.num_hidden_layers ||
+      weights.embed.rows != static_cast<size_t>(config.base.vocab_size) ||
+      weights.embed.cols != static_cast<size_t>(config.base.hidden_size))
+    fail("Qwen3-MoE model: the weights were not loaded for this config");
+}
+
+// softmax in fp32 (transformers computes the router's softmax in float32
+// whatever the activations' dtype), then top-k of the probabilities.
+Route Qwen3MoeModel::route(const float* z) const {
+  const size_t E = static_cast<size_t>(c_.num_experts), k = static_cast<size_t>(c_.num_experts_per_tok);
+  std::vector<float> p(z, z + E);
+  softmax(p.data(), E);
+  Route r;
+  r.experts = top_k_experts(p.data(), E, k);
+  for (int64_t e : r.experts) r.weights.push_back(p[static_cast<size_t>(e)]);
+  if (c_.norm_topk_prob) {
+    float den = 0.0f;
+    for (float w : r.weights) den = den + w;
+    for (float& w : r.weights) w = w / den;
+  }
+  return r;
+}
+
+void Qwen3MoeModel::dense_mlp(const Qwen3MoeLayerWeights& w, const Rows& h, Rows& out) {
+  const size_t T = h.T, I = w.gate.rows;
+  Rows g(T, I), u(T, I);
+  matmul(w.gate.view(), h.v.data(), T, g.v.data(), pool_);
+  matmul(w.up.view(), h.v.data(), T, u.v.data(), pool_);
+  for (size_t i = 0; i < g.v.size(); ++i) g.v[i] = silu(g.v[i]) * u.v[i];
+  matmul(w.down.view(), g.v.data(), T, out.v.data(), pool_);
+}
+
+void Qwen3MoeModel::moe(int64_t layer, const Rows& h, Rows& out) {
+  const Qwen3MoeLayerWeights& w = w_.layers[static_cast<size_t>(layer)];
+  const size_t T = h.T, d = h.n, E = static_cast<size_t>(c_.num_experts), k = static_cast<size_t>(c_.num_experts_per_tok);
+  const size_t I = static_cast<size_t>(c_.moe_intermediate_size);
+  Rows z(T, E);
+  matmul(w.router.view(), h.v.data(), T, z.v.data(), pool_);
+  std::vector<Route>& routes = routes_[static_cast<size_t>(layer)];
+  routes.clear();
+  for (size_t t = 0; t < T; ++t) routes.push_back(route(z.row(t)));
+
+  // Each expert is fetched once and applied to every row routed to it as one
+  // batched product; results go to their (row, slot) place, and the combine
+  // below runs in the decided order, so arrival order changes no bit.
+  std::map<int64_t, std::vector<std::pair<size_t, size_t>>> users;  // expert -> (row, slot)
+  for (size_t t = 0; t < T; ++t)
+    for (size_t i = 0; i < k; ++i) users[routes[t].experts[i]].push_back({t, i});
+  std::vector<int64_t> needed;
+  std::vector<const std::vector<std::pair<size_t, size_t>>*> needed_rows;
+  for (const auto& [e, rows] : users) needed.push_back(e), needed_rows.push_back(&rows);
+  std::vector<float> expert_out(T * k * d);  // [row][slot][d]
+  const uint64_t part = c_.expert_tensor_bytes();
+  experts_.for_each_ready(layer, needed, [&](size_t index, const uint8_t* p) {
+    const auto& rows = *needed_rows[index];
+    const WeightView gate{WeightType::BF16, I, d, p, nullptr};
+    const WeightView up{WeightType::BF16, I, d, p + part, nullptr};
+    const WeightView down{WeightType::BF16, d, I, p + 2 * part, nullptr};
+    const size_t m = rows.size();
+    Rows in(m, d), g(m, I), u(m, I), y(m, d);
+    for (size_t j = 0; j < m; ++j) std::copy(h.row(rows[j].first), h.row(rows[j].first) + d, in.row(j));
+    matmul(gate, in.v.data(), m, g.v.data(), pool_);
+    matmul(up, in.v.data(), m, u.v.data(), pool_);
+    for (size_t i = 0; i < g.v.size(); ++i) g.v[i] = silu(g.v[i]) * u.v[i];
+    matmul(down, g.v.data(), m, y.v.data(), pool_);
+    for (size_t j = 0; j < m; ++j)
+      std::copy(y.row(j), y.row(j) + d, expert_out.data() + (rows[j].first * k + rows[j].second) * d);
+  });
+  for (size_t t = 0; t < T; ++t) {
+    float* o = out.row(t);
+    std::fill(o, o + d, 0.0f);
+    for (size_t i = 0; i < k; ++i) {
+      const float* yi = expert_out.data() + (t * k + i) * d;
+      const float wi = routes[t].weights[i];
+      for (size_t c = 0; c < d; ++c) {
+        const float prod = yi[c] * wi;
+        o[c] = o[c] + prod;
+      }
+    }
+  }
+}
+
+Rows Qwen3MoeModel::forward(Qwen3Session& session, std::span<const uint32_t> tokens, bool all_logits) {
+  const Qwen3Config& c = c_.base;
+  const size_t T = tokens.size();
+  if (T == 0) fail("Qwen3-MoE forward: no tokens");
+  for (size_t t = 0; t < T; ++t)
+    if (tokens[t] >= static_cast<uint64_t>(c.vocab_size))
+      fail("Qwen3-MoE forward: token id ", tokens[t], " at offset ", t, " is outside the vocabulary of ", c.vocab_size);
+  if (session.layers() != c.num_hidden_layers || session.kv_dim() != c.kv_dim())
+    fail("Qwen3-MoE forward: the session was made for another model shape (", session.layers(), " layers, kv_dim ",
+         session.kv_dim(), ")");
+  const int64_t start = session.length();
+  session.reserve(static_cast<int64_t>(T));
+  experts_.begin_pass(T);
+
+  const size_t d = c.hidden_size, V = c.vocab_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  std::vector<float> cos_t, sin_t;
+  qwen3_rope_tables(rope_, start, T, cos_t, sin_t);
+  Rows x(T, d), h(T, d), delta(T, d);
+  for (size_t t = 0; t < T; ++t)
+    for (size_t j = 0; j < d; ++j) x.row(t)[j] = bf16_to_f32(w_.embed.bf16_at(tokens[t], j));
+  routes_.assign(static_cast<size_t>(c.num_hidden_layers), {});
+
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const Qwen3MoeLayerWeights& L = w_.layers[static_cast<size_t>(l)];
+    qwen3_attention_block(c, L.attn, l, session, start, T, cos_t.data(), sin_t.data(), x.v.data(), pool_);
+    for (size_t t = 0; t < T; ++t) rmsnorm(x.row(t), L.post_attention_norm.data(), d, eps, h.row(t));
+    if (c_.is_moe_layer(l))
+      moe(l, h, delta);
+    else
+      dense_mlp(L, h, delta);
+    for (size_t i = 0; i < T * d; ++i) x.v[i] = x.v[i] + delta.v[i];
+  }
+
+  const size_t rows = all_logits ? T : 1, first = T - rows;
+  Rows normed(rows, d), logits(rows, V);
+  for (size_t r = 0; r < rows; ++r) rmsnorm(x.row(first + r), w_.final_norm.data(), d, eps, normed.row(r));
+  matmul(w_.output().view(), normed.v.data(), rows, logits.v.data(), pool_);
+  session.commit(static_cast<int64_t>(T));
+  experts_.end_pass();
+  return logits;
+}
+
+}  // namespace deltafin

@@ -1,0 +1,61 @@
+// The Qwen3-MoE forward pass (transformers' Qwen3MoeForCausalLM) over 1..T new
+// positions of a session: fp32 activations, BF16 weights widened exactly,
+// fp32 accumulation in the kernels' canonical order. Per layer: Qwen3's
+// attention half (model/qwen3/qwen3_attention.h), then on
+// h = rmsnorm(x; post_attention_layernorm) either a dense SwiGLU MLP or the
+// sparse MoE block:
+//   p = softmax(router · h) in fp32; the k experts of highest p (ties to the
+//   lower id, NaN last: model/common/greedy.h); w_i = p_i, divided by their
+//   sum (in the decided order) when norm_topk_prob;
+//   x += Σ_i w_i · down_i(silu(gate_i(h)) · up_i(h)), each product rounded
+//   and added in the decided order.
+// Experts come only through the ExpertSource; a T-position pass equals T
+// one-position passes bit for bit (every row's arithmetic is independent of
+// T and of the order experts arrive in).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/common/expert_source.h"
+#include "model/common/route.h"
+#include "model/common/rows.h"
+#include "model/qwen3/qwen3_attention.h"
+#include "model/qwen3/qwen3_session.h"
+#include "model/qwen3_moe/qwen3_moe_config.h"
+#include "model/qwen3_moe/qwen3_moe_weights.h"
+#include "util/thread_pool.h"
+
+namespace deltafin {
+
+class Qwen3MoeModel {
+public:
+  // Keeps references (config, weights and source must outlive the model);
+  // pool may be null.
+  Qwen3MoeModel(const Qwen3MoeConfig& config, const Qwen3MoeWeights& weights, ExpertSource& experts, ThreadPool* pool);
+
+  // Appends `tokens` at positions session.length() ... and returns logits
+  // [T, V] when all_logits, else [1, V] for the last position. Bad token ids,
+  // an empty span or a session of another shape are refused before the
+  // session changes.
+  Rows forward(Qwen3Session& session, std::span<const uint32_t> tokens, bool all_logits);
+
+  // The routes of the last forward(), [layer][position] (empty for dense layers).
+  const std::vector<std::vector<Route>>& last_routes() const { return routes_; }
+  const Qwen3MoeConfig& config() const { return c_; }
+
+private:
+  Route route(const float* router_logits) const;
+  void moe(int64_t layer, const Rows& h, Rows& out);
+  void dense_mlp(const Qwen3MoeLayerWeights& w, const Rows& h, Rows& out);
+
+  const Qwen3MoeConfig& c_;
+  const Qwen3MoeWeights& w_;
+  ExpertSource& experts_;
+  ThreadPool* pool_;
+  Qwen3Rope rope_;
+  std::vector<std::vector<Route>> routes_;
+};
+
+}  // namespace deltafin
