@@ -1,5 +1,6 @@
 // deltafin make-model: generate a small K3-architecture checkpoint, or
 // (--arch k3_dspark) a DSpark draft model matching an existing K3 checkpoint.
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -7,6 +8,7 @@
 #include "format/k3_tensors.h"
 #include "model/kimi_k3/generator.h"
 #include "model/qwen3/qwen3_generator.h"
+#include "model/qwen3_moe/qwen3_moe_generator.h"
 #include "spec/dspark_generator.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -70,10 +72,52 @@ int run_qwen3(const MakeModelArgs& a) {
   return 0;
 }
 
+// A Qwen3-MoE checkpoint in the Hugging Face layout (Qwen3MoeForCausalLM):
+// the preset's dimensions with --hidden, --layers, --experts, --top-k,
+// --vocab, --moe-intermediate and --intermediate (dense layers) applied.
+int run_qwen3_moe(const MakeModelArgs& a) {
+  const K3DimOverrides& d = a.dims;
+  if (d.latent) fail("make-model --arch qwen3_moe: --latent is K3's routed-expert latent; Qwen3-MoE has none");
+  if (a.preset == "k3") fail("make-model --arch qwen3_moe: --preset is tiny, small or bench");
+  Qwen3MoeGenerateOptions o;
+  o.out_dir = a.out;
+  o.seed = a.seed;
+  o.force = a.force;
+  o.dims = qwen3_moe_preset(a.preset);
+  o.dims.hidden = d.hidden.value_or(o.dims.hidden);
+  o.dims.layers = d.layers.value_or(o.dims.layers);
+  o.dims.experts = d.experts.value_or(o.dims.experts);
+  o.dims.top_k = d.top_k.value_or(o.dims.top_k);
+  o.dims.vocab = d.vocab.value_or(o.dims.vocab);
+  o.dims.moe_intermediate = d.moe_intermediate.value_or(o.dims.moe_intermediate);
+  o.dims.intermediate = d.intermediate.value_or(o.dims.intermediate);
+  // About one shard per 4 GiB (--shard-mb), at least two, as released checkpoints are sharded.
+  const Qwen3MoeConfig probe = [&] {
+    Qwen3MoeConfig c;
+    c.base.hidden_size = o.dims.hidden, c.moe_intermediate_size = o.dims.moe_intermediate;
+    return c;
+  }();
+  const uint64_t expert_bytes = static_cast<uint64_t>(o.dims.layers) * o.dims.experts * 3 * probe.expert_tensor_bytes();
+  o.shards = static_cast<int>(std::max<uint64_t>(2, expert_bytes / std::max<uint64_t>(a.shard_mb << 20, 1) + 1));
+  Qwen3MoeGenerateResult r = generate_qwen3_moe_checkpoint(o);
+  const Qwen3MoeConfig& c = r.config;
+  std::printf("wrote %s: Qwen3-MoE preset %s, seed %llu, %lld layers (%zu MoE), %lld experts (top-%lld), hidden %lld\n",
+              a.out.c_str(), a.preset.c_str(), static_cast<unsigned long long>(a.seed),
+              static_cast<long long>(c.base.num_hidden_layers), c.moe_layers().size(),
+              static_cast<long long>(c.num_experts), static_cast<long long>(c.num_experts_per_tok),
+              static_cast<long long>(c.base.hidden_size));
+  std::printf("  %zu tensors in %d shards, %s of weights (expert record %llu bytes)\n", r.tensors, o.shards,
+              human_bytes(static_cast<double>(r.payload_bytes)).c_str(),
+              static_cast<unsigned long long>(c.expert_record_bytes()));
+  std::printf("  the weights are random: this checkpoint has Qwen3-MoE's architecture and file layout, not its knowledge\n");
+  return 0;
+}
+
 int run(const MakeModelArgs& a) {
   if (a.arch == "k3_dspark") return run_dspark(a);
   if (!a.target.empty()) fail("make-model: --target applies only to --arch k3_dspark");
   if (a.arch == "qwen3") return run_qwen3(a);
+  if (a.arch == "qwen3_moe") return run_qwen3_moe(a);
   GenerateOptions o;
   o.out_dir = a.out;
   o.seed = a.seed;
@@ -97,16 +141,16 @@ int run(const MakeModelArgs& a) {
 
 Command add_make_model(CLI::App& app) {
   auto a = std::make_shared<MakeModelArgs>();  // owned by the returned run closure
-  CLI::App* sub = app.add_subcommand("make-model", "Generate a small K3-architecture checkpoint (random weights)");
+  CLI::App* sub = app.add_subcommand("make-model", "Generate a small checkpoint of a supported architecture (random weights)");
   sub->add_option("--out", a->out, "Output directory")->required();
   sub->add_option("--seed", a->seed, "Random seed")->capture_default_str();
   sub->add_option("--arch", a->arch,
-                  "k3 (a K3-architecture checkpoint), k3_dspark (a DSpark drafter for --target) or qwen3 (a small dense "
-                  "draft model with tokenizer.json)")
-      ->check(CLI::IsMember({"k3", "k3_dspark", "qwen3"}))
+                  "k3 (a K3-architecture checkpoint), k3_dspark (a DSpark drafter for --target), qwen3 (a small dense "
+                  "draft model with tokenizer.json) or qwen3_moe (a Qwen3-MoE checkpoint)")
+      ->check(CLI::IsMember({"k3", "k3_dspark", "qwen3", "qwen3_moe"}))
       ->capture_default_str();
   sub->add_option("--target", a->target, "k3_dspark: the K3 checkpoint directory the drafter is made for");
-  sub->add_option("--preset", a->preset, "tiny (tests), small (a few hundred MB), bench (real K3 expert size), k3")
+  sub->add_option("--preset", a->preset, "tiny (tests), small (a few hundred MB), bench (real K3 expert size; qwen3_moe: Qwen3-235B-A22B's), k3")
       ->check(CLI::IsMember({"tiny", "small", "bench", "k3"}))
       ->capture_default_str();
   optional_flag(sub, "--hidden", a->dims.hidden, "hidden_size");

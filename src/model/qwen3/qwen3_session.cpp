@@ -7,6 +7,7 @@ namespace deltafin {
 Qwen3Session::Qwen3Session(const Qwen3Config& config, int64_t capacity)
     : kv_dim_(config.kv_dim()),
       capacity_(capacity > 0 ? capacity : config.max_position_embeddings),
+      bytes_per_position_(bytes_per_position(config)),
       keys_(config.num_hidden_layers),
       values_(config.num_hidden_layers) {
   if (capacity < 0) fail("Qwen3 session: capacity ", capacity, " is negative");

@@ -26,6 +26,13 @@ public:
 
   // Drops every position at or after `length` (0 <= length <= length(),
   // else an Error); the kept positions are untouched.
+  // The cache's bytes now, and per position without making a session (fp32
+  // keys and values of every layer: layers x kv_dim x 2 x 4 bytes).
+  uint64_t bytes() const { return static_cast<uint64_t>(length_) * bytes_per_position_; }
+  static uint64_t bytes_per_position(const Qwen3Config& config) {
+    return static_cast<uint64_t>(config.num_hidden_layers) * config.kv_dim() * 2 * sizeof(float);
+  }
+
   void truncate(int64_t length);
   void reset() { truncate(0); }
 
@@ -42,6 +49,7 @@ public:
 
 private:
   int64_t kv_dim_ = 0, capacity_ = 0, length_ = 0;
+  uint64_t bytes_per_position_ = 0;
   std::vector<std::vector<float>> keys_, values_;  // [layer][position * kv_dim + i]
 };
 

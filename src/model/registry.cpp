@@ -1,0 +1,64 @@
+#include "model/registry.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "util/error.h"
+#include "util/file.h"
+
+namespace deltafin {
+
+using nlohmann::json;
+
+const std::vector<FamilyInfo>& model_families() {
+  static const std::vector<FamilyInfo> families = {
+      {Family::KimiK3, "kimi_k3", "kimi_k3", "", "Kimi K3 architecture (KDA + MLA, MXFP4 latent MoE)", true},
+      {Family::Qwen3Moe, "qwen3_moe", "qwen3_moe", "Qwen3MoeForCausalLM", "Qwen3-MoE (GQA, BF16 experts)", true},
+      {Family::Qwen3Dense, "qwen3", "qwen3", "Qwen3ForCausalLM", "Qwen3 dense (a draft model)", false},
+      {Family::K3DSpark, "k3_dspark", "k3_dspark", "K3DSparkModel", "K3's DSpark drafter", false},
+  };
+  return families;
+}
+
+const FamilyInfo& family_info(Family family) {
+  for (const FamilyInfo& f : model_families())
+    if (f.family == family) return f;
+  fail("unknown model family");
+}
+
+const FamilyInfo& detect_family(const json& config, const std::string& source) {
+  if (!config.is_object()) fail(source, ": the root is not a JSON object");
+  const std::string model_type =
+      config.contains("model_type") && config["model_type"].is_string() ? config["model_type"].get<std::string>() : "";
+  for (const FamilyInfo& f : model_families()) {
+    if (model_type != f.model_type) continue;
+    // When the file names its architecture it must be the family's: a
+    // model_type shared with a different head (e.g. a classifier) is refused.
+    if (*f.architecture && config.contains("architectures") && !config["architectures"].is_null()) {
+      const json& a = config["architectures"];
+      if (!a.is_array() || a.size() != 1 || a[0] != f.architecture)
+        fail(source, ": model_type \"", model_type, "\" with architectures ", a.dump(), "; deltafin runs ",
+             f.architecture, " only");
+    }
+    return f;
+  }
+  std::string known;
+  for (const FamilyInfo& f : model_families()) known += cat(known.empty() ? "" : ", ", f.model_type);
+  fail(source, ": model_type ", config.contains("model_type") ? config["model_type"].dump() : "(missing)",
+       config.contains("architectures") ? cat(" (architectures ", config["architectures"].dump(), ")") : "",
+       " is not a model family deltafin knows (", known, ")");
+}
+
+const FamilyInfo& detect_checkpoint_family(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "config.json").string();
+  if (!std::filesystem::exists(path)) fail(dir, ": no config.json (not a Hugging Face checkpoint directory)");
+  json j;
+  try {
+    j = json::parse(read_text_file(path));
+  } catch (const json::exception& e) {
+    fail(path, ": not valid JSON: ", e.what());
+  }
+  return detect_family(j, path);
+}
+
+}  // namespace deltafin

@@ -1,0 +1,35 @@
+// The one place that knows which model families exist and how to tell them
+// apart: a checkpoint's config.json names its family by `model_type` (and
+// `architectures`), and every command (inspect, setup, doctor, run, logits,
+// serve, bench, make-model) asks here instead of guessing. Adding a family
+// means a folder under src/model and one entry in this table.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace deltafin {
+
+enum class Family { KimiK3, Qwen3Moe, Qwen3Dense, K3DSpark };
+
+struct FamilyInfo {
+  Family family;
+  const char* name;          // the --arch and store manifest name
+  const char* model_type;    // config.json's model_type
+  const char* architecture;  // config.json's architectures[0] ("" when the family's configs omit it)
+  const char* what;          // one line for help texts and errors
+  bool target;               // a model deltafin runs as the target (not only as a draft model)
+};
+
+const std::vector<FamilyInfo>& model_families();
+const FamilyInfo& family_info(Family family);
+
+// The family a config.json describes; an error naming the file, its
+// model_type and architectures, and the families known, when none matches.
+const FamilyInfo& detect_family(const nlohmann::json& config, const std::string& source);
+// Reads <dir>/config.json (a checkpoint directory) and detects its family.
+const FamilyInfo& detect_checkpoint_family(const std::string& dir);
+
+}  // namespace deltafin
