@@ -1,3 +1,4 @@
+#include "spec/speculative_generate.h"
 #include "bench/bench_runner.h"
 
 #include <fcntl.h>
@@ -228,7 +229,7 @@ RunResult measure_run(LoadedK3& model, const std::vector<BenchPrompt>& prompts, 
     p.observer = &collector;
     p.prefill_chunk = options.prefill_chunk;
     p.prefill_group = options.prefill_group;
-    pr.gen = generate(*model.model, session, prompt.ids, p, [&](uint32_t id) { pr.tokens.push_back(id); });
+    pr.gen = generate_speculative(*model.model, session, prompt.ids, p, SpecParams{}, nullptr, [&](uint32_t id) { pr.tokens.push_back(id); });
     pr.steps = collector.steps();
     pr.prefill = collector.prefill_totals();
     r.prompts.push_back(std::move(pr));

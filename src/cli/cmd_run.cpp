@@ -146,7 +146,7 @@ int run(const RunArgs& a) {
     disk = std::make_unique<PromptDiskCache>(cache_dir, a.prompt_cache.budget_bytes(), m->fingerprint, m->config);
     p.prompt_done = disk->restore(prompt, 0, session);
     p.save_point = PromptDiskCache::save_point(static_cast<int64_t>(prompt.size()));
-    p.at_save_point = [&](const K3Session& s) { kept = s.snapshot(); };
+    p.at_save_point = [&](const ModelSession& s) { kept = k3_session(s).snapshot(); };
     if (a.stats && p.prompt_done > 0)
       std::fprintf(stderr, "prompt cache: %lld of %zu prompt tokens restored from %s\n",
                    static_cast<long long>(p.prompt_done), prompt.size(), cache_dir.c_str());

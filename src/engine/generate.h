@@ -1,6 +1,7 @@
-// The generation loop: prefill the prompt, then greedy decoding one token at
-// a time until the end-of-message token, the token budget, the context limit
-// or an interrupt. Greedy is the only decoding (k3-model.md §7.8).
+// What the generation loop (spec/speculative_generate.h: plain decoding is its
+// step with no drafter) is told and reports: prefill the prompt, then greedy
+// decoding until the end-of-message token, the token budget, the context
+// limit or an interrupt. Greedy is the only decoding (k3-model.md §7.8).
 #pragma once
 
 #include <atomic>
@@ -9,7 +10,7 @@
 #include <vector>
 
 #include "engine/prefill.h"
-#include "model/kimi_k3/model.h"
+#include "model/common/causal_model.h"
 
 namespace deltafin {
 
@@ -24,7 +25,7 @@ public:
 
 struct GenerateParams {
   int64_t max_new = 256;
-  int64_t context_limit = 0;               // 0 = the config's max_position_embeddings
+  int64_t context_limit = 0;               // 0 = the model's context (ModelSummary::context)
   uint32_t eos = 0;                        // <|end_of_msg|>
   bool ignore_eos = false;                 // benchmarks: keep going past eos for a fixed token count
   const std::atomic<bool>* stop = nullptr; // set by a signal handler: stop after the current token
@@ -38,7 +39,7 @@ struct GenerateParams {
   // a bit of the output.
   int64_t prompt_done = 0;
   int64_t save_point = 0;
-  std::function<void(const K3Session&)> at_save_point;
+  std::function<void(const ModelSession&)> at_save_point;
 };
 
 enum class StopReason { Eos, MaxNew, ContextFull, Interrupted };
@@ -52,10 +53,10 @@ struct GenerateStats {
   StopReason reason = StopReason::MaxNew;
 };
 
-// The rules shared by every generation loop (plain here, speculative in
-// spec/), so they cannot drift apart. generation_limit: the context limit in
-// effect; it fails, naming the sizes, when the prompt is empty or does not fit.
-int64_t generation_limit(const K3Config& config, const GenerateParams& p, int64_t session_length, size_t prompt_tokens);
+// The rules of the generation loop, also used by the server's request loop
+// so they cannot drift apart. generation_limit: the context limit in effect;
+// it fails, naming the sizes, when the prompt is empty or does not fit.
+int64_t generation_limit(const ModelSummary& model, const GenerateParams& p, int64_t session_length, size_t prompt_tokens);
 // Checked after each emitted token; `length` is the session length plain
 // decoding has at that point. Sets st.reason when it says stop.
 bool stop_after_token(const GenerateParams& p, uint32_t token, int64_t new_tokens, int64_t length, int64_t limit,
@@ -64,9 +65,5 @@ bool stop_after_token(const GenerateParams& p, uint32_t token, int64_t new_token
 // prefill()'s `cancelled` for a stop flag: empty when there is no flag, so
 // prefill takes no rollback snapshot it can never need.
 std::function<bool()> stop_requested(const std::atomic<bool>* stop);
-
-// on_token(id) is called for every generated token as soon as it exists.
-GenerateStats generate(K3Model& model, K3Session& session, const std::vector<uint32_t>& prompt,
-                       const GenerateParams& params, const std::function<void(uint32_t)>& on_token);
 
 }  // namespace deltafin

@@ -24,7 +24,7 @@
 #include <functional>
 #include <span>
 
-#include "model/kimi_k3/model.h"
+#include "model/common/causal_model.h"
 
 namespace deltafin {
 
@@ -38,11 +38,10 @@ class StepObserver;
 inline constexpr int64_t kDefaultPrefillChunk = 128;
 inline constexpr uint64_t kPrefillGroupBytes = 1ull << 30;
 
-// Bytes of activations one position of a layer-major pass keeps alive.
-uint64_t prefill_row_bytes(const K3Config& config);
-// Positions per group: as many as kPrefillGroupBytes allows, a whole number
-// of chunks, at least one chunk; chunk 0 means the whole prompt in one pass.
-int64_t prefill_group_rows(const K3Config& config, int64_t chunk, int64_t prompt_positions);
+// Positions per group: as many as kPrefillGroupBytes of the model's pass rows
+// (ModelSummary::pass_row_bytes) allow, a whole number of chunks, at least
+// one chunk; chunk 0 means the whole prompt in one pass.
+int64_t prefill_group_rows(const ModelSummary& model, int64_t chunk, int64_t prompt_positions);
 
 // Runs `tokens` at positions session.length()... in layer-major groups of
 // `group` positions (0 = prefill_group_rows), each layer in slices of `chunk`
@@ -57,7 +56,7 @@ int64_t prefill_group_rows(const K3Config& config, int64_t chunk, int64_t prompt
 // takes its context from them). `progress` (may be empty) is told, before
 // every layer, how many of the tokens are done (a group counts as its share
 // of layers done).
-Rows prefill(K3Model& model, K3Session& session, std::span<const uint32_t> tokens, int64_t chunk,
+Rows prefill(CausalModel& model, ModelSession& session, std::span<const uint32_t> tokens, int64_t chunk,
              StepObserver* observer = nullptr, const std::function<bool()>& cancelled = {},
              const std::function<void(size_t rows)>& after_pass = {}, int64_t group = 0,
              const std::function<void(int64_t done)>& progress = {});

@@ -68,10 +68,10 @@ GenerationService::GenerationService(LoadedK3& model, ServiceOptions options, co
 }
 
 uint64_t GenerationService::session_bytes(int64_t positions, int64_t prompt) const {
-  const K3Config& c = m_.config;
+  const ModelSummary& c = m_.model->summary();
   const int64_t group = std::min<int64_t>(prompt, prefill_group_rows(c, o_.prefill_chunk, prompt));
-  return K3Session::fixed_bytes(c) + K3Session::bytes_per_position(c) * static_cast<uint64_t>(std::max<int64_t>(positions, 0)) +
-         prefill_row_bytes(c) * static_cast<uint64_t>(std::max<int64_t>(group, 0));
+  return c.session_fixed_bytes + c.session_bytes_per_position * static_cast<uint64_t>(std::max<int64_t>(positions, 0)) +
+         c.pass_row_bytes * static_cast<uint64_t>(std::max<int64_t>(group, 0));
 }
 
 GenerationService::Progress GenerationService::progress() const {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "engine/prefill.h"
+#include "model/common/greedy.h"
 #include "spec/speculative_stepper.h"
 #include "util/error.h"
 
@@ -20,14 +22,14 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 
 }  // namespace
 
-GenerateStats generate_speculative(K3Model& model, K3Session& session, const std::vector<uint32_t>& prompt,
+GenerateStats generate_speculative(CausalModel& model, ModelSession& session, const std::vector<uint32_t>& prompt,
                                    const GenerateParams& p, const SpecParams& spec, SpecStats* stats_out,
                                    const std::function<void(uint32_t)>& on_token,
                                    const std::function<void(const float*, size_t)>& on_logits) {
-  // The same prompt checks and stop rules as generate() (engine/generate.h).
+  // The prompt checks and stop rules of engine/generate.h.
   if (p.prompt_done < 0 || p.prompt_done >= static_cast<int64_t>(prompt.size()) || session.length() < p.prompt_done)
     fail("generate: prompt_done ", p.prompt_done, " with a prompt of ", prompt.size(), " and a session of ", session.length());
-  const int64_t limit = generation_limit(model.config(), p, session.length() - p.prompt_done, prompt.size());
+  const int64_t limit = generation_limit(model.summary(), p, session.length() - p.prompt_done, prompt.size());
   GenerateStats st;
   SpecStats local;
   SpecStats& ss = stats_out ? *stats_out : local;

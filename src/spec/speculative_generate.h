@@ -1,8 +1,9 @@
-// Greedy generation with speculative decoding: the same loop as
-// engine/generate.h, but each step may draft tokens and verify them in one
-// multi-position pass (spec/verifier.h). Every emitted token is the target's
-// greedy choice at its position, so the token stream, the logits behind each
-// token and the session state at the end equal plain decoding's.
+// The generation loop, for every model family: prefill (engine/prefill.h),
+// then steps that may draft tokens and verify them in one multi-position pass
+// (spec/verifier.h); with no drafter every step is one plain decode step.
+// Every emitted token is the target's greedy choice at its position, so the
+// token stream, the logits behind each token and the session state at the
+// end equal plain decoding's.
 #pragma once
 
 #include <array>
@@ -33,7 +34,7 @@ struct SpecStats {
 // on_token and the stop rules are those of generate(); `on_logits`, when set,
 // is told the logits row behind every emitted token (tests compare it with
 // plain decoding's). The prefill's first token has its row from the prefill.
-GenerateStats generate_speculative(K3Model& model, K3Session& session, const std::vector<uint32_t>& prompt,
+GenerateStats generate_speculative(CausalModel& model, ModelSession& session, const std::vector<uint32_t>& prompt,
                                    const GenerateParams& params, const SpecParams& spec, SpecStats* stats,
                                    const std::function<void(uint32_t)>& on_token,
                                    const std::function<void(const float* logits, size_t n)>& on_logits = {});

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "model/common/greedy.h"
 #include "spec/speculative_generate.h"
 #include "util/error.h"
 
@@ -13,10 +14,10 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
 
-SpeculativeStepper::SpeculativeStepper(K3Model& model, Drafter* drafter, int max_draft, int fixed_k, SpecStats* stats)
+SpeculativeStepper::SpeculativeStepper(CausalModel& model, Drafter* drafter, int max_draft, int fixed_k, SpecStats* stats)
     : model_(model), drafter_(drafter), controller_(max_draft, fixed_k), verifier_(model), stats_(stats) {}
 
-std::vector<uint32_t> SpeculativeStepper::step(K3Session& session, std::span<const uint32_t> history, int64_t budget,
+std::vector<uint32_t> SpeculativeStepper::step(ModelSession& session, std::span<const uint32_t> history, int64_t budget,
                                                std::vector<std::vector<float>>* logits) {
   if (history.empty()) fail("speculative step: empty history");
   const auto t0 = Clock::now();
@@ -55,7 +56,7 @@ std::vector<uint32_t> SpeculativeStepper::step(K3Session& session, std::span<con
   return out;
 }
 
-void SpeculativeStepper::commit(K3Session& session, size_t handled) {
+void SpeculativeStepper::commit(ModelSession& session, size_t handled) {
   if (handled == 0 || handled > (verified_ ? accepted_ + 1 : 1))
     fail("speculative step: cannot commit ", handled, " rows of a step that chose ", verified_ ? accepted_ + 1 : 1, " tokens");
   if (verified_) verifier_.commit(session, handled);

@@ -27,7 +27,7 @@ struct SpecStats;
 class SpeculativeStepper {
 public:
   // drafter may be null (always plain steps); stats may be null.
-  SpeculativeStepper(K3Model& model, Drafter* drafter, int max_draft, int fixed_k, SpecStats* stats);
+  SpeculativeStepper(CausalModel& model, Drafter* drafter, int max_draft, int fixed_k, SpecStats* stats);
 
   // Drafts at most `budget` tokens (what the loop may still emit minus one,
   // capped by the context), runs the step, returns the target's choices.
@@ -36,12 +36,12 @@ public:
   // an end of message, §10.1); unset for runs that ignore it.
   void set_draft_stop(uint32_t eos) { draft_stop_ = eos; }
 
-  std::vector<uint32_t> step(K3Session& session, std::span<const uint32_t> history, int64_t budget,
+  std::vector<uint32_t> step(ModelSession& session, std::span<const uint32_t> history, int64_t budget,
                              std::vector<std::vector<float>>* logits = nullptr);
-  void commit(K3Session& session, size_t handled);
+  void commit(ModelSession& session, size_t handled);
 
 private:
-  K3Model& model_;
+  CausalModel& model_;
   Drafter* drafter_;
   DraftController controller_;
   Verifier verifier_;

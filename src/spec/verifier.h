@@ -3,14 +3,14 @@
 // is g0..gn, and the accepted prefix is the longest run with d(i+1) == g(i).
 // The caller then commits the rows it emits tokens for (normally m + 1:
 // last, d1..dm), and the session ends exactly as if those positions had been
-// decoded one at a time: MLA caches cut, KDA state replayed from its
-// pre-pass copy over the committed rows (model/kimi_k3/kda_log.h). AttnRes
-// anchors live inside one pass, so nothing of them needs undoing.
+// decoded one at a time (CausalModel::keep_verified: K3 cuts its MLA caches
+// and replays its KDA state, a KV-cache family truncates).
 #pragma once
 
 #include <span>
+#include <vector>
 
-#include "model/kimi_k3/model.h"
+#include "model/common/causal_model.h"
 
 namespace deltafin {
 
@@ -22,18 +22,15 @@ struct Verification {
 
 class Verifier {
 public:
-  explicit Verifier(K3Model& model) : model_(model) {}
+  explicit Verifier(CausalModel& model) : model_(model) {}
 
   // Runs the pass; the session has advanced by all n+1 rows until commit().
-  Verification run(K3Session& session, uint32_t last, std::span<const uint32_t> drafts);
+  Verification run(ModelSession& session, uint32_t last, std::span<const uint32_t> drafts);
   // Keeps the first `rows` positions of the last run (1 <= rows <= n+1).
-  void commit(K3Session& session, size_t rows);
+  void commit(ModelSession& session, size_t rows);
 
 private:
-  K3Model& model_;
-  KdaLog log_;
-  K3Session::Snapshot before_;
-  size_t pass_rows_ = 0;
+  CausalModel& model_;
 };
 
 }  // namespace deltafin

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "engine/generate.h"
+#include "spec/speculative_generate.h"
 #include "engine/loaded_model.h"
 #include "engine/prefill.h"
 #include "engine/run_stats.h"
@@ -257,9 +258,9 @@ TEST(ExpertMajorPrefill, GenerateUsesTheChunkAndStopsBeforeThePrefill) {
   p.ignore_eos = true;
   p.prefill_chunk = 0;
   K3Session a(m->config), b(m->config);
-  generate(*m->model, a, prompt, p, [&](uint32_t id) { one_pass.push_back(id); });
+  generate_speculative(*m->model, a, prompt, p, SpecParams{}, nullptr, [&](uint32_t id) { one_pass.push_back(id); });
   p.prefill_chunk = 7;
-  generate(*m->model, b, prompt, p, [&](uint32_t id) { chunked.push_back(id); });
+  generate_speculative(*m->model, b, prompt, p, SpecParams{}, nullptr, [&](uint32_t id) { chunked.push_back(id); });
   EXPECT_EQ(one_pass, chunked);
   ASSERT_EQ(one_pass.size(), 6u);
 
@@ -269,7 +270,7 @@ TEST(ExpertMajorPrefill, GenerateUsesTheChunkAndStopsBeforeThePrefill) {
   p.stop = &stop;
   K3Session c(m->config);
   std::vector<uint32_t> none;
-  GenerateStats st = generate(*m->model, c, prompt, p, [&](uint32_t id) { none.push_back(id); });
+  GenerateStats st = generate_speculative(*m->model, c, prompt, p, SpecParams{}, nullptr, [&](uint32_t id) { none.push_back(id); });
   EXPECT_EQ(st.reason, StopReason::Interrupted);
   EXPECT_TRUE(none.empty());
   EXPECT_EQ(c.length(), 0);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/generate.h"
+#include "spec/speculative_generate.h"
 #include "engine/loaded_model.h"
 #include "model/kimi_k3/generator.h"
 #include "server/generation_service.h"
@@ -607,7 +608,7 @@ TEST(HttpServer, SpeculationServesTheSameCompletionAndReusesItsState) {
     GenerateParams gp;
     gp.max_new = 20;
     gp.ignore_eos = true;
-    generate(*m.model, s, ids, gp, [&](uint32_t t) { plain.push_back(t); });
+    generate_speculative(*m.model, s, ids, gp, SpecParams{}, nullptr, [&](uint32_t t) { plain.push_back(t); });
   }
   test::TempDir dir;
   std::string right, wrong;

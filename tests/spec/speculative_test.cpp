@@ -207,7 +207,7 @@ TEST(Speculative, StopRulesEndWhereThePlainLoopEnds) {
   gp.eos = plain.tokens[stop_at];
   std::vector<uint32_t> want;
   K3Session ws(m.config);
-  GenerateStats wst = generate(*m.model, ws, prompt, gp, [&](uint32_t t) { want.push_back(t); });
+  GenerateStats wst = generate_speculative(*m.model, ws, prompt, gp, SpecParams{}, nullptr, [&](uint32_t t) { want.push_back(t); });
   ASSERT_EQ(wst.reason, StopReason::Eos);
 
   for (int k : {1, 4, 7}) {
@@ -232,7 +232,7 @@ TEST(Speculative, StopRulesEndWhereThePlainLoopEnds) {
     p2.context_limit = limit;
     std::vector<uint32_t> w2;
     K3Session s1(m.config), s2(m.config);
-    GenerateStats a = generate(*m.model, s1, prompt, p2, [&](uint32_t t) { w2.push_back(t); });
+    GenerateStats a = generate_speculative(*m.model, s1, prompt, p2, SpecParams{}, nullptr, [&](uint32_t t) { w2.push_back(t); });
     ScriptedDrafter drafter(expected, ScriptedDrafter::Right, V);
     SpecParams sp;
     sp.drafter = &drafter;

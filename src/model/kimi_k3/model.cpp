@@ -1,9 +1,9 @@
 #include "model/kimi_k3/model.h"
 
-#include "model/kimi_k3/lookahead.h"
-
 #include <algorithm>
 
+#include "format/k3_tensors.h"
+#include "model/kimi_k3/lookahead.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "util/error.h"
@@ -12,7 +12,7 @@
 namespace deltafin {
 
 K3Model::K3Model(const K3Config& config, const K3Weights& weights, ExpertSource& experts, ThreadPool* pool)
-    : c_(config), w_(weights), experts_(experts), pool_(pool) {}
+    : c_(config), w_(weights), summary_(k3_summary(config)), experts_(experts), pool_(pool) {}
 
 // Mix (§7.2): softmax over depth of dot(rms_normalize(v_j), s), then the
 // α-weighted sum of the raw v_j in ascending j.
@@ -87,7 +87,95 @@ void K3Model::attention_sliced(int64_t layer, K3Session& s, const Rows& x, Rows&
   }
 }
 
-Rows K3Model::forward(K3Session& session, std::span<const uint32_t> tokens, bool all_logits, const PassShape& shape) {
+K3Session& k3_session(ModelSession& session) {
+  auto* s = dynamic_cast<K3Session*>(&session);
+  if (!s) fail("K3 model: the session belongs to another model family");
+  return *s;
+}
+
+const K3Session& k3_session(const ModelSession& session) {
+  auto* s = dynamic_cast<const K3Session*>(&session);
+  if (!s) fail("K3 model: the session belongs to another model family");
+  return *s;
+}
+
+ModelSummary k3_summary(const K3Config& c) {
+  ModelSummary m;
+  m.family = "kimi_k3";
+  m.layers = c.num_hidden_layers;
+  m.vocab = c.vocab_size;
+  m.context = c.max_position_embeddings;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    if (c.is_moe_layer(l)) m.moe_layers.push_back(l);
+  m.experts = c.num_experts;
+  m.top_k = c.num_experts_per_token;
+  m.expert_record_bytes = k3_expert_record_bytes(c);
+  m.session_fixed_bytes = K3Session::fixed_bytes(c);
+  m.session_bytes_per_position = K3Session::bytes_per_position(c);
+  // A layer-major pass keeps, per position: h, the block-partial p, both Mix
+  // outputs, the normed input, attention's and the MLP's outputs (7 rows of
+  // width d), one anchor per AttnRes block, and the router's and latent
+  // projection's rows.
+  const uint64_t d = static_cast<uint64_t>(c.hidden_size);
+  const uint64_t blocks = static_cast<uint64_t>((c.num_hidden_layers + c.attn_res_block_size - 1) / c.attn_res_block_size);
+  m.pass_row_bytes = 4 * (d * (7 + blocks) + static_cast<uint64_t>(c.num_experts + c.routed_expert_hidden_size));
+  return m;
+}
+
+std::unique_ptr<ModelSession> K3Model::new_session() const { return std::make_unique<K3Session>(c_); }
+
+Rows K3Model::forward(ModelSession& session, std::span<const uint32_t> tokens, bool all_logits, const PassShape& shape) {
+  return forward_k3(k3_session(session), tokens, all_logits, shape);
+}
+
+namespace {
+struct K3Mark : SessionMark {
+  K3Session::Snapshot snapshot;
+};
+}  // namespace
+
+std::shared_ptr<SessionMark> K3Model::mark(const ModelSession& session) const {
+  auto m = std::make_shared<K3Mark>();
+  m->snapshot = k3_session(session).snapshot();
+  m->length = m->snapshot.length;
+  return m;
+}
+
+void K3Model::rewind(ModelSession& session, const SessionMark& mark) const {
+  auto* m = dynamic_cast<const K3Mark*>(&mark);
+  if (!m) fail("K3 model: the mark belongs to another model family");
+  k3_session(session).restore(m->snapshot);
+}
+
+Rows K3Model::forward_verify(ModelSession& session, std::span<const uint32_t> tokens) {
+  K3Session& s = k3_session(session);
+  // The KDA state is fixed-size: copying it costs one pass over it, far less
+  // than the pass; the MLA caches are only cut, never copied.
+  verify_before_ = s.snapshot();
+  verify_rows_ = 0;
+  set_kda_log(&verify_log_);
+  Rows logits;
+  try {
+    logits = forward_k3(s, tokens, true, {});
+  } catch (...) {
+    set_kda_log(nullptr);
+    s.restore(verify_before_);  // a failed pass (e.g. an expert read error) leaves the session as it was
+    throw;
+  }
+  set_kda_log(nullptr);
+  verify_rows_ = tokens.size();
+  return logits;
+}
+
+void K3Model::keep_verified(ModelSession& session, size_t rows) {
+  if (rows == 0 || rows > verify_rows_) fail("verifier: cannot commit ", rows, " rows of a ", verify_rows_, "-row pass");
+  if (rows == verify_rows_) return;  // every row kept: the pass left the session exactly right
+  K3Session& s = k3_session(session);
+  s.rollback(verify_before_, verify_before_.length + static_cast<int64_t>(rows));
+  replay_kda(s, verify_log_, rows);
+}
+
+Rows K3Model::forward_k3(K3Session& session, std::span<const uint32_t> tokens, bool all_logits, const PassShape& shape) {
   const size_t T = tokens.size(), d = static_cast<size_t>(c_.hidden_size);
   if (T == 0) fail("forward: no tokens");
   const float eps = static_cast<float>(c_.rms_norm_eps);

@@ -23,35 +23,28 @@ namespace deltafin {
 class ThreadPool;
 class RouteLookahead;
 
-// How one pass over many rows is cut (engine/prefill.h). The pass is layer
-// major: every row goes through layer i before any goes through layer i+1.
-// Inside a layer, attention and the experts run in slices of `slice_rows`
-// rows (0 = all rows at once), which bounds the per-slice scratch; the
-// experts of a layer are then asked for slice by slice, and a cache that
-// holds the layer's union reads each of them once. `cancelled`, if set, is
-// asked before every layer and, inside a layer, between slices, between the
-// experts of a slice and between the heads of every attention row, at most
-// once per kCancelPollInterval, so a stop is seen within about that much
-// model time even in one long layer of a huge prompt. When it returns true
-// the pass is abandoned: forward() returns empty Rows and the session is left
-// part-way (the caller restores the snapshot it took before the pass).
-// `on_layer`, if set, is told each layer's index as it starts (progress).
-inline constexpr std::chrono::microseconds kCancelPollInterval{20'000};
-struct PassShape {
-  size_t slice_rows = 0;
-  std::function<bool()> cancelled;
-  std::function<void(int64_t layer)> on_layer;
-  std::chrono::microseconds poll_interval = kCancelPollInterval;  // tests set 0: every poll asks
-};
-
-class K3Model {
+// K3 and PassShape (model/common/causal_model.h): the experts of a layer are
+// asked for slice by slice, and a cache that holds the layer's union reads
+// each of them once. `cancelled` is asked before every layer and, inside a
+// layer, between slices, between the experts of a slice and between the heads
+// of every attention row, so a stop is seen within about poll_interval of
+// model time even in one long layer of a huge prompt.
+class K3Model : public CausalModel {
 public:
   K3Model(const K3Config& config, const K3Weights& weights, ExpertSource& experts, ThreadPool* pool);
 
-  // Runs tokens at positions session.length() ... and advances the session.
-  // Returns logits [T, V] for every position when all_logits, else [1, V]
-  // for the last one.
-  Rows forward(K3Session& session, std::span<const uint32_t> tokens, bool all_logits, const PassShape& shape = {});
+  // CausalModel. Sessions are K3Sessions (another family's is refused).
+  const ModelSummary& summary() const override { return summary_; }
+  std::unique_ptr<ModelSession> new_session() const override;
+  Rows forward(ModelSession& session, std::span<const uint32_t> tokens, bool all_logits,
+               const PassShape& shape = {}) override;
+  // The mark copies the KDA state (fixed-size); the MLA caches are only cut.
+  std::shared_ptr<SessionMark> mark(const ModelSession& session) const override;
+  void rewind(ModelSession& session, const SessionMark& mark) const override;
+  // Verification logs every KDA step of the pass; keeping m rows cuts the
+  // MLA caches and replays the KDA state from its pre-pass copy over them.
+  Rows forward_verify(ModelSession& session, std::span<const uint32_t> tokens) override;
+  void keep_verified(ModelSession& session, size_t rows) override;
 
   // Route lookahead (nullptr = none): predictions become experts_.prefetch() hints.
   void set_lookahead(RouteLookahead* lookahead) { lookahead_ = lookahead; }
@@ -68,14 +61,15 @@ public:
   // is rounded to BF16 and kept; captured() holds the last forward()'s rows
   // [T, layers.size() * hidden], the layers' slices concatenated in list order.
   // An empty list (the default) captures nothing.
-  void set_capture_layers(std::vector<int64_t> layers);
-  const Rows& captured() const { return captured_; }
+  void set_capture_layers(std::vector<int64_t> layers) override;
+  const Rows& captured() const override { return captured_; }
 
   // The routes of the last forward() call, [layer][position] (layer 0 empty).
   const std::vector<std::vector<Route>>& last_routes() const { return routes_; }
   const K3Config& config() const { return c_; }
 
 private:
+  Rows forward_k3(K3Session& session, std::span<const uint32_t> tokens, bool all_logits, const PassShape& shape);
   // Attention over rows that sit at positions s.length() + offset ...: the
   // layer's cache or state must already hold every position before them.
   void attention_kda(int64_t layer, K3Session& s, const Rows& x, Rows& out);
@@ -95,6 +89,10 @@ private:
 
   const K3Config& c_;
   const K3Weights& w_;
+  ModelSummary summary_;
+  KdaLog verify_log_;                  // forward_verify's KDA steps
+  K3Session::Snapshot verify_before_;  // the session before that pass
+  size_t verify_rows_ = 0;
   ExpertSource& experts_;
   ThreadPool* pool_;
   RouteLookahead* lookahead_ = nullptr;
@@ -106,5 +104,12 @@ private:
   bool cancel_seen_ = false;
   std::chrono::steady_clock::time_point cancel_polled_{};
 };
+
+// The K3Session behind a family-neutral session (an error for another family's).
+K3Session& k3_session(ModelSession& session);
+const K3Session& k3_session(const ModelSession& session);
+
+// What every K3 consumer sizes things by (summary() of a model of `config`).
+ModelSummary k3_summary(const K3Config& config);
 
 }  // namespace deltafin

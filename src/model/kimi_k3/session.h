@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "format/k3_config.h"
+#include "model/common/causal_model.h"
 
 namespace deltafin {
 
@@ -25,11 +26,11 @@ struct MlaCache {
   std::vector<float> latent;
 };
 
-class K3Session {
+class K3Session : public ModelSession {
 public:
   explicit K3Session(const K3Config& config);
 
-  int64_t length() const { return length_; }
+  int64_t length() const override { return length_; }
   KdaState& kda(int64_t layer) { return kda_[static_cast<size_t>(layer)]; }
   MlaCache& mla(int64_t layer) { return mla_[static_cast<size_t>(layer)]; }
   const MlaCache& mla(int64_t layer) const { return mla_[static_cast<size_t>(layer)]; }
@@ -47,7 +48,7 @@ public:
   // the two are then replayed (K3Model::replay_kda) to reach `length` exactly.
   void rollback(const Snapshot& before, int64_t length);
   void reset();
-  uint64_t bytes() const;
+  uint64_t bytes() const override;
 
   // What a session of `positions` positions holds, without making one: the
   // fixed KDA state plus, per position, every MLA layer's latent row.

@@ -8,18 +8,19 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/common/causal_model.h"
 #include "model/qwen3/qwen3_config.h"
 
 namespace deltafin {
 
-class Qwen3Session {
+class Qwen3Session : public ModelSession {
 public:
   // capacity: the most positions this session may hold; 0 = the config's
   // max_position_embeddings (RoPE is only trained that far). Memory grows
   // with the length actually used, not with the capacity.
   explicit Qwen3Session(const Qwen3Config& config, int64_t capacity = 0);
 
-  int64_t length() const { return length_; }  // positions cached
+  int64_t length() const override { return length_; }  // positions cached
   int64_t capacity() const { return capacity_; }
   int64_t layers() const { return static_cast<int64_t>(keys_.size()); }
   int64_t kv_dim() const { return kv_dim_; }  // floats per position per layer (KV heads x head_dim)
@@ -28,7 +29,7 @@ public:
   // else an Error); the kept positions are untouched.
   // The cache's bytes now, and per position without making a session (fp32
   // keys and values of every layer: layers x kv_dim x 2 x 4 bytes).
-  uint64_t bytes() const { return static_cast<uint64_t>(length_) * bytes_per_position_; }
+  uint64_t bytes() const override { return static_cast<uint64_t>(length_) * bytes_per_position_; }
   static uint64_t bytes_per_position(const Qwen3Config& config) {
     return static_cast<uint64_t>(config.num_hidden_layers) * config.kv_dim() * 2 * sizeof(float);
   }

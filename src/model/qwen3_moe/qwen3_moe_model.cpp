@@ -13,7 +13,8 @@ namespace deltafin {
 
 Qwen3MoeModel::Qwen3MoeModel(const Qwen3MoeConfig& config, const Qwen3MoeWeights& weights, ExpertSource& experts,
                              ThreadPool* pool)
-    : c_(config), w_(weights), experts_(experts), pool_(pool), rope_(make_qwen3_rope(config.base)) {
+    : c_(config), w_(weights), summary_(qwen3_moe_summary(config)), experts_(experts), pool_(pool),
+      rope_(make_qwen3_rope(config.base)) {
   if (static_cast<int64_t>(weights.layers.size()) != config.base.num_hidden_layers ||
       weights.embed.rows != static_cast<size_t>(config.base.vocab_size) ||
       weights.embed.cols != static_cast<size_t>(config.base.hidden_size))
@@ -96,7 +97,68 @@ void Qwen3MoeModel::moe(int64_t layer, const Rows& h, Rows& out) {
   }
 }
 
-Rows Qwen3MoeModel::forward(Qwen3Session& session, std::span<const uint32_t> tokens, bool all_logits) {
+Qwen3Session& qwen3_session(ModelSession& session) {
+  auto* s = dynamic_cast<Qwen3Session*>(&session);
+  if (!s) fail("Qwen3 model: the session belongs to another model family");
+  return *s;
+}
+
+const Qwen3Session& qwen3_session(const ModelSession& session) {
+  auto* s = dynamic_cast<const Qwen3Session*>(&session);
+  if (!s) fail("Qwen3 model: the session belongs to another model family");
+  return *s;
+}
+
+ModelSummary qwen3_moe_summary(const Qwen3MoeConfig& c) {
+  const Qwen3Config& b = c.base;
+  ModelSummary m;
+  m.family = "qwen3_moe";
+  m.layers = b.num_hidden_layers;
+  m.vocab = b.vocab_size;
+  m.context = b.max_position_embeddings;
+  m.moe_layers = c.moe_layers();
+  m.experts = c.num_experts;
+  m.top_k = c.num_experts_per_tok;
+  m.expert_record_bytes = c.expert_record_bytes();
+  m.session_fixed_bytes = 0;
+  m.session_bytes_per_position = Qwen3Session::bytes_per_position(b);
+  // Per position of a pass: x, h and the MLP output (3 rows of width d), the
+  // attention block's input norm, q, k, v, its output and o_proj's (d, 2 q_dim,
+  // 2 kv_dim, d), the router's logits and the k expert outputs (k rows of d).
+  const uint64_t d = static_cast<uint64_t>(b.hidden_size);
+  m.pass_row_bytes = 4 * (d * (5 + static_cast<uint64_t>(c.num_experts_per_tok)) + 2 * static_cast<uint64_t>(b.q_dim()) +
+                          2 * static_cast<uint64_t>(b.kv_dim()) + static_cast<uint64_t>(c.num_experts));
+  return m;
+}
+
+std::unique_ptr<ModelSession> Qwen3MoeModel::new_session() const { return std::make_unique<Qwen3Session>(c_.base); }
+
+std::shared_ptr<SessionMark> Qwen3MoeModel::mark(const ModelSession& session) const {
+  auto m = std::make_shared<SessionMark>();
+  m->length = qwen3_session(session).length();
+  return m;
+}
+
+void Qwen3MoeModel::rewind(ModelSession& session, const SessionMark& mark) const {
+  qwen3_session(session).truncate(mark.length);  // refuses a mark past the session's length
+}
+
+Rows Qwen3MoeModel::forward_verify(ModelSession& session, std::span<const uint32_t> tokens) {
+  verify_start_ = qwen3_session(session).length();
+  verify_rows_ = 0;
+  Rows logits = forward(session, tokens, true);  // a pass that throws commits nothing
+  verify_rows_ = tokens.size();
+  return logits;
+}
+
+void Qwen3MoeModel::keep_verified(ModelSession& session, size_t rows) {
+  if (rows == 0 || rows > verify_rows_) fail("verifier: cannot commit ", rows, " rows of a ", verify_rows_, "-row pass");
+  qwen3_session(session).truncate(verify_start_ + static_cast<int64_t>(rows));
+}
+
+Rows Qwen3MoeModel::forward(ModelSession& model_session, std::span<const uint32_t> tokens, bool all_logits,
+                            const PassShape& shape) {
+  Qwen3Session& session = qwen3_session(model_session);
   const Qwen3Config& c = c_.base;
   const size_t T = tokens.size();
   if (T == 0) fail("Qwen3-MoE forward: no tokens");
@@ -120,6 +182,13 @@ Rows Qwen3MoeModel::forward(Qwen3Session& session, std::span<const uint32_t> tok
   routes_.assign(static_cast<size_t>(c.num_hidden_layers), {});
 
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    // Abandoned between layers: nothing was committed, so the session still
+    // holds exactly what it held before the pass.
+    if (shape.cancelled && shape.cancelled()) {
+      experts_.end_pass();
+      return Rows();
+    }
+    if (shape.on_layer) shape.on_layer(l);
     const Qwen3MoeLayerWeights& L = w_.layers[static_cast<size_t>(l)];
     qwen3_attention_block(c, L.attn, l, session, start, T, cos_t.data(), sin_t.data(), x.v.data(), pool_);
     for (size_t t = 0; t < T; ++t) rmsnorm(x.row(t), L.post_attention_norm.data(), d, eps, h.row(t));

@@ -29,17 +29,30 @@
 
 namespace deltafin {
 
-class Qwen3MoeModel {
+// CausalModel (model/common/causal_model.h) with Qwen3Sessions: a mark is a
+// length and rewinding truncates the K/V cache, since a position's cached
+// keys and values depend only on the tokens before it. PassShape: cancel is
+// asked before every layer; slice_rows is not used (a pass runs all its
+// rows through a layer at once; engine/prefill.h bounds a pass by
+// ModelSummary::pass_row_bytes).
+class Qwen3MoeModel : public CausalModel {
 public:
   // Keeps references (config, weights and source must outlive the model);
   // pool may be null.
   Qwen3MoeModel(const Qwen3MoeConfig& config, const Qwen3MoeWeights& weights, ExpertSource& experts, ThreadPool* pool);
 
+  const ModelSummary& summary() const override { return summary_; }
+  std::unique_ptr<ModelSession> new_session() const override;
   // Appends `tokens` at positions session.length() ... and returns logits
   // [T, V] when all_logits, else [1, V] for the last position. Bad token ids,
   // an empty span or a session of another shape are refused before the
   // session changes.
-  Rows forward(Qwen3Session& session, std::span<const uint32_t> tokens, bool all_logits);
+  Rows forward(ModelSession& session, std::span<const uint32_t> tokens, bool all_logits,
+               const PassShape& shape = {}) override;
+  std::shared_ptr<SessionMark> mark(const ModelSession& session) const override;
+  void rewind(ModelSession& session, const SessionMark& mark) const override;
+  Rows forward_verify(ModelSession& session, std::span<const uint32_t> tokens) override;
+  void keep_verified(ModelSession& session, size_t rows) override;
 
   // The routes of the last forward(), [layer][position] (empty for dense layers).
   const std::vector<std::vector<Route>>& last_routes() const { return routes_; }
@@ -52,10 +65,19 @@ private:
 
   const Qwen3MoeConfig& c_;
   const Qwen3MoeWeights& w_;
+  ModelSummary summary_;
+  int64_t verify_start_ = 0;
+  size_t verify_rows_ = 0;
   ExpertSource& experts_;
   ThreadPool* pool_;
   Qwen3Rope rope_;
   std::vector<std::vector<Route>> routes_;
 };
+
+// The Qwen3Session behind a family-neutral session (an error for another family's).
+Qwen3Session& qwen3_session(ModelSession& session);
+const Qwen3Session& qwen3_session(const ModelSession& session);
+
+ModelSummary qwen3_moe_summary(const Qwen3MoeConfig& config);
 
 }  // namespace deltafin

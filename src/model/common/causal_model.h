@@ -1,0 +1,106 @@
+// The family interface: what the engine, speculation, the server and the
+// benchmarks need from a model, whatever its architecture. A family's model
+// class implements CausalModel and its session class ModelSession; callers
+// never see attention caches, recurrent states or expert layouts.
+//
+//   session = model.new_session()
+//   logits = model.forward(*session, tokens, all_logits)   // 1..T positions
+//   mark = model.mark(*session) ... model.rewind(*session, *mark)
+//   model.forward_verify(*session, rows) ... model.keep_verified(*session, m)
+//
+// Every family keeps the exactness contract (design.md §5): a T-position pass
+// equals T one-position passes bit for bit, on every thread count and ISA
+// path, and keep_verified leaves the session exactly as decoding the kept
+// rows one at a time would have.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/common/rows.h"
+
+namespace deltafin {
+
+// One sequence's state (caches, recurrent state), opaque to callers.
+class ModelSession {
+public:
+  virtual ~ModelSession() = default;
+  virtual int64_t length() const = 0;  // positions held
+  virtual uint64_t bytes() const = 0;  // RAM the state holds now
+};
+
+// A point a session can be rewound to (taken by CausalModel::mark).
+class SessionMark {
+public:
+  virtual ~SessionMark() = default;
+  int64_t length = 0;
+};
+
+// What callers size and report things by, filled by the family.
+struct ModelSummary {
+  std::string family;               // the registry's name (model/registry.h)
+  int64_t layers = 0, vocab = 0;
+  int64_t context = 0;              // max_position_embeddings: the default context limit
+  std::vector<int64_t> moe_layers;  // 0-based layers with routed experts
+  int64_t experts = 0, top_k = 0;   // per MoE layer
+  uint64_t expert_record_bytes = 0;
+  uint64_t session_fixed_bytes = 0, session_bytes_per_position = 0;
+  uint64_t pass_row_bytes = 0;      // activations one position of a layer-major pass keeps alive
+};
+
+// How one pass over many rows is cut (engine/prefill.h). The pass is layer
+// major: every row goes through layer i before any goes through layer i+1.
+// Inside a layer, a family may run attention and the experts in slices of
+// `slice_rows` rows (0 = all rows at once), which bounds the per-slice
+// scratch. `cancelled`, if set, is asked between layers (and, where a family
+// can, inside one) at most once per poll_interval; when it returns true the
+// pass is abandoned: forward() returns empty Rows and the session is left
+// part-way (the caller rewinds to the mark it took before the pass).
+// `on_layer`, if set, is told each layer's index as it starts (progress).
+inline constexpr std::chrono::microseconds kCancelPollInterval{20'000};
+struct PassShape {
+  size_t slice_rows = 0;
+  std::function<bool()> cancelled;
+  std::function<void(int64_t layer)> on_layer;
+  std::chrono::microseconds poll_interval = kCancelPollInterval;  // tests set 0: every poll asks
+};
+
+class CausalModel {
+public:
+  virtual ~CausalModel() = default;
+  virtual const ModelSummary& summary() const = 0;
+  virtual std::unique_ptr<ModelSession> new_session() const = 0;
+
+  // Runs `tokens` at positions session.length() ... and advances the session;
+  // logits [T, V] when all_logits, else [1, V] for the last position.
+  virtual Rows forward(ModelSession& session, std::span<const uint32_t> tokens, bool all_logits,
+                       const PassShape& shape = {}) = 0;
+
+  // A rewind point at the session's current length; rewind() returns the
+  // session to exactly that state. Only rewinding backwards is allowed, and
+  // only while the session has not been cut below the mark since.
+  virtual std::shared_ptr<SessionMark> mark(const ModelSession& session) const = 0;
+  virtual void rewind(ModelSession& session, const SessionMark& mark) const = 0;
+
+  // Speculative verification: a pass with every row's logits that also keeps
+  // what keep_verified needs; keep_verified(rows) then leaves the session as
+  // if only the pass's first `rows` positions had been run (1 <= rows <= T).
+  // A pass that throws leaves the session as it was before it.
+  virtual Rows forward_verify(ModelSession& session, std::span<const uint32_t> tokens) = 0;
+  virtual void keep_verified(ModelSession& session, size_t rows) = 0;
+
+  // Drafters that read the target's hidden states (K3's DSpark) name the
+  // layers; families without such drafters capture nothing.
+  virtual void set_capture_layers(std::vector<int64_t> layers) { (void)layers; }
+  virtual const Rows& captured() const {
+    static const Rows none;
+    return none;
+  }
+};
+
+}  // namespace deltafin
