@@ -209,7 +209,7 @@ std::vector<Metric> run_metrics(const std::vector<PromptRun>& prompts, const Dri
   return m;
 }
 
-RunResult measure_run(LoadedK3& model, const std::vector<BenchPrompt>& prompts, const BenchOptions& options) {
+RunResult measure_run(LoadedModel& model, const std::vector<BenchPrompt>& prompts, const BenchOptions& options) {
   RunResult r;
   Monitor* mon = model.monitor.get();
   const std::vector<DriveCounters> before = mon ? mon->drive_counters() : std::vector<DriveCounters>{};
@@ -217,19 +217,19 @@ RunResult measure_run(LoadedK3& model, const std::vector<BenchPrompt>& prompts, 
   const auto t0 = std::chrono::steady_clock::now();
   for (const BenchPrompt& prompt : prompts) {
     for (uint32_t id : prompt.ids)
-      if (id >= model.config.vocab_size)
-        fail("bench: prompt ", prompt.name, ": token id ", id, " is not below the vocabulary size ", model.config.vocab_size);
+      if (id >= model.summary().vocab)
+        fail("bench: prompt ", prompt.name, ": token id ", id, " is not below the vocabulary size ", model.summary().vocab);
     PromptRun pr;
-    K3Session session(model.config);  // fresh: no state carried from the previous prompt
+    std::unique_ptr<ModelSession> session = model.causal().new_session();  // fresh: no state carried from the previous prompt
     RunStatsCollector collector(model);
     GenerateParams p;
     p.max_new = options.max_new;
-    p.eos = model.tokenizer ? model.tokenizer->eos_id() : 0;
+    p.eos = model.eos.value_or(0);
     p.ignore_eos = true;  // a fixed token count, so runs are comparable
     p.observer = &collector;
     p.prefill_chunk = options.prefill_chunk;
     p.prefill_group = options.prefill_group;
-    pr.gen = generate_speculative(*model.model, session, prompt.ids, p, SpecParams{}, nullptr, [&](uint32_t id) { pr.tokens.push_back(id); });
+    pr.gen = generate_speculative(model.causal(), *session, prompt.ids, p, SpecParams{}, nullptr, [&](uint32_t id) { pr.tokens.push_back(id); });
     pr.steps = collector.steps();
     pr.prefill = collector.prefill_totals();
     r.prompts.push_back(std::move(pr));
@@ -356,8 +356,8 @@ BenchResult run_bench(std::vector<BenchConfig> configs, const PromptMaker& make_
   // Warm: each configuration is loaded once and kept, so its cache carries
   // from run to run like a long-running server's (both stay loaded with --vs:
   // reloading per run would make every run cold). Cold: loaded per run.
-  std::vector<std::unique_ptr<LoadedK3>> models(configs.size());
-  auto describe = [&](size_t c, const LoadedK3& m) {
+  std::vector<std::unique_ptr<LoadedModel>> models(configs.size());
+  auto describe = [&](size_t c, LoadedModel& m) {
     (c == 0 ? r.describe_a : r.describe_b) = m.describe();
     if (c == 0) r.drives = m.manifest ? m.manifest->drives.size() : 0;
     if (r.prompts.empty()) r.prompts = make_prompts(m);

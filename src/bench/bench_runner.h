@@ -107,7 +107,7 @@ struct BenchConfig {
   std::string label;        // "A", "B"
   std::string options;      // the options as given, for the report
   std::string store_dir;    // "" for a resident --model run (no page cache to drop)
-  std::function<std::unique_ptr<LoadedK3>()> load;
+  std::function<std::unique_ptr<LoadedModel>()> load;
 };
 
 struct BenchOptions {
@@ -129,7 +129,7 @@ struct BenchResult {
   std::vector<BenchPrompt> prompts;
   std::vector<RunResult> runs;       // in the order run
   std::vector<TokenMismatch> mismatches;
-  std::string describe_a, describe_b;  // LoadedK3::describe() of each configuration
+  std::string describe_a, describe_b;  // LoadedModel::describe() of each configuration
   size_t drives = 0;                   // of configuration A's store (0: resident)
   std::string cold_note;               // what --cold did (page cache dropped for N files, ...)
   bool ok() const { return mismatches.empty(); }
@@ -153,7 +153,7 @@ std::string drop_expert_page_cache(const std::string& store_dir);
 
 // Makes the prompts once the first model is loaded (its vocabulary and
 // tokenizer are needed for them).
-using PromptMaker = std::function<std::vector<BenchPrompt>(const LoadedK3&)>;
+using PromptMaker = std::function<std::vector<BenchPrompt>(LoadedModel&)>;
 
 // Runs the benchmark: configs (1 or 2) are loaded once and kept (warm), or,
 // with options.cold, loaded fresh for every run (after dropping the page
@@ -164,6 +164,6 @@ BenchResult run_bench(std::vector<BenchConfig> configs, const PromptMaker& make_
 
 // Measures one run on a loaded model: each prompt generated on a fresh
 // session with ignore_eos, observed by a RunStatsCollector.
-RunResult measure_run(LoadedK3& model, const std::vector<BenchPrompt>& prompts, const BenchOptions& options);
+RunResult measure_run(LoadedModel& model, const std::vector<BenchPrompt>& prompts, const BenchOptions& options);
 
 }  // namespace deltafin

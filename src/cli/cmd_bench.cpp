@@ -109,10 +109,10 @@ int run(BenchArgs& a) {
   }
   if (!a.prompts.empty() && !file_exists(a.prompts)) fail("--prompts ", a.prompts, ": no such file");
   const std::string prompts_file = a.prompts;
-  PromptMaker make_prompts = [prompts_file](const LoadedK3& m) {
-    if (prompts_file.empty()) return builtin_prompts(m.config.vocab_size);
+  PromptMaker make_prompts = [prompts_file](LoadedModel& m) {
+    if (prompts_file.empty()) return builtin_prompts(m.summary().vocab);
     return read_prompts_file(
-        prompts_file, [&m](const std::string& text) { return m.tokenizer->encode_ordinary(text); }, m.config.vocab_size);
+        prompts_file, [&m](const std::string& text) { return m.text->encode_ordinary(text); }, m.summary().vocab);
   };
   BenchResult r = run_bench(std::move(configs), make_prompts, a.o,
                             [](const std::string& line) { std::fprintf(stderr, "bench: %s\n", line.c_str()); });

@@ -22,15 +22,16 @@ struct LogitsArgs {
 int run(const LogitsArgs& a) {
   std::vector<uint32_t> ids = parse_token_list(a.tokens, "--tokens");
   auto m = load_model(a.model);
-  check_token_ids(ids, m->config.vocab_size, "--tokens");
-  K3Session session(m->config);
+  CausalModel& model = m->causal();
+  check_token_ids(ids, model.summary().vocab, "--tokens");
+  std::unique_ptr<ModelSession> session = model.new_session();
   // --step N runs the positions N at a time (1 = token-by-token decode): the
   // logits must not change by a bit (design.md §5).
   const size_t step = a.step > 0 ? static_cast<size_t>(a.step) : ids.size();
-  Rows logits(ids.size(), static_cast<size_t>(m->config.vocab_size));
+  Rows logits(ids.size(), static_cast<size_t>(model.summary().vocab));
   for (size_t at = 0; at < ids.size(); at += step) {
     const size_t n = std::min(step, ids.size() - at);
-    Rows part = m->model->forward(session, std::span<const uint32_t>(ids).subspan(at, n), true);
+    Rows part = model.forward(*session, std::span<const uint32_t>(ids).subspan(at, n), true);
     std::copy(part.v.begin(), part.v.end(), logits.row(at));
   }
   m->save_heat();

@@ -40,11 +40,12 @@ struct RunArgs {
   PromptCacheArgs prompt_cache;
 };
 
-std::vector<uint32_t> encode_prompt(const Tokenizer& tok, const RunArgs& a) {
+std::vector<uint32_t> encode_prompt(LoadedModel& m, const RunArgs& a) {
   if (a.prompt.empty() && a.prompt_ids.empty()) fail("give --prompt TEXT or --prompt-ids 1,2,3");
   if (!a.prompt_ids.empty() && a.chat) fail("--prompt-ids is a raw prompt: it cannot be combined with --chat");
   if (!a.prompt_ids.empty()) return parse_token_list(a.prompt_ids, "--prompt-ids");
-  if (!a.chat) return tok.encode_ordinary(a.prompt);  // raw mode: no BOS, ever (§7.8)
+  if (!a.chat) return m.text->encode_ordinary(a.prompt);  // raw mode: no BOS, ever (§7.8)
+  const Tokenizer& tok = *require_k3(m, "run --chat").tokenizer;
   ChatOptions o;
   o.thinking = !a.no_thinking;
   o.reasoning_effort = a.effort;
@@ -115,13 +116,15 @@ int run(const RunArgs& a) {
   if (m->stream) std::fprintf(stderr, "%s\n", m->memory.describe().c_str());
   if (m->stream && !m->stream->reader().engine_note().empty())
     std::fprintf(stderr, "note: %s\n", m->stream->reader().engine_note().c_str());
-  std::vector<uint32_t> prompt = encode_prompt(*m->tokenizer, a);
-  check_token_ids(prompt, m->config.vocab_size, "--prompt-ids");
-  K3Session session(m->config);
+  CausalModel& model = m->causal();
+  std::vector<uint32_t> prompt = encode_prompt(*m, a);
+  check_token_ids(prompt, model.summary().vocab, "--prompt-ids");
+  std::unique_ptr<ModelSession> session_ptr = model.new_session();
+  ModelSession& session = *session_ptr;
   GenerateParams p;
   p.max_new = a.max_new;
-  p.eos = m->tokenizer->eos_id();
-  p.ignore_eos = a.ignore_eos;
+  p.eos = m->eos.value_or(0);
+  p.ignore_eos = a.ignore_eos || !m->eos;  // a model that names no end token runs to the budget
   p.prefill_chunk = a.prefill_chunk;
   p.prefill_group = a.prefill_group;
   p.stop = &g_interrupted;
@@ -143,8 +146,9 @@ int run(const RunArgs& a) {
   const std::string cache_dir = a.prompt_cache.dir_for(a.model);
   std::optional<K3Session::Snapshot> kept;
   if (!cache_dir.empty()) {
-    disk = std::make_unique<PromptDiskCache>(cache_dir, a.prompt_cache.budget_bytes(), m->fingerprint, m->config);
-    p.prompt_done = disk->restore(prompt, 0, session);
+    LoadedK3& k3 = require_k3(*m, "--prompt-cache-dir (prompt states on disk)");
+    disk = std::make_unique<PromptDiskCache>(cache_dir, a.prompt_cache.budget_bytes(), m->fingerprint, k3.config);
+    p.prompt_done = disk->restore(prompt, 0, k3_session(session));
     p.save_point = PromptDiskCache::save_point(static_cast<int64_t>(prompt.size()));
     p.at_save_point = [&](const ModelSession& s) { kept = k3_session(s).snapshot(); };
     if (a.stats && p.prompt_done > 0)
@@ -152,8 +156,8 @@ int run(const RunArgs& a) {
                    static_cast<long long>(p.prompt_done), prompt.size(), cache_dir.c_str());
   }
 
-  StreamDecoder decoder(*m->tokenizer);
-  GenerateStats st = generate_speculative(*m->model, session, prompt, p, sp, &spec_stats, [&](uint32_t id) {
+  StreamDecoder decoder(*m->text);
+  GenerateStats st = generate_speculative(model, session, prompt, p, sp, &spec_stats, [&](uint32_t id) {
     emitted.push_back(id);
     if (id == p.eos && !a.ignore_eos) return;  // the stop token is not text
     std::string text = decoder.push(id);
@@ -164,21 +168,22 @@ int run(const RunArgs& a) {
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::printf("\n");
   std::fflush(stdout);
-  if (disk && kept) disk->save(std::span(prompt).first(static_cast<size_t>(kept->length)), *kept, session);
+  if (disk && kept) disk->save(std::span(prompt).first(static_cast<size_t>(kept->length)), *kept, k3_session(session));
   std::signal(SIGINT, SIG_DFL);
   m->save_heat();
   if (a.stats) print_stats(st, m->load_seconds);
   if (a.stats)
-    std::fprintf(stderr, "session: %s for %lld positions (%s fixed KDA state + %llu B per position of MLA latent cache)\n",
+    std::fprintf(stderr, "session: %s for %lld positions (%s fixed + %llu B per position)\n",
                  human_bytes(static_cast<double>(session.bytes())).c_str(), static_cast<long long>(session.length()),
-                 human_bytes(static_cast<double>(K3Session::fixed_bytes(m->config))).c_str(),
-                 static_cast<unsigned long long>(K3Session::bytes_per_position(m->config)));
+                 human_bytes(static_cast<double>(model.summary().session_fixed_bytes)).c_str(),
+                 static_cast<unsigned long long>(model.summary().session_bytes_per_position));
   if (a.stats && drafter) std::fprintf(stderr, "%s\n", describe_spec(drafter->name(), spec_stats, st, collector, m->stream != nullptr).c_str());
   if (a.stats && m->stream) {
     for (size_t i = 0; i < collector.steps().size(); ++i)
       std::fprintf(stderr, "%s\n", RunStatsCollector::format_step(i, collector.steps()[i]).c_str());
     std::fprintf(stderr, "%s", collector.summary().c_str());
-    if (m->lookahead) std::fprintf(stderr, "lookahead per layer (recall EMA, samples):\n%s", m->lookahead->describe_gates().c_str());
+    if (m->route_lookahead())
+      std::fprintf(stderr, "lookahead per layer (recall EMA, samples):\n%s", m->route_lookahead()->describe_gates().c_str());
   }
   collector.ttft_ms = st.ttft_seconds * 1e3;
   if (!a.stats_json.empty()) {

@@ -43,7 +43,7 @@ std::string default_model_name(const ModelArgs& a) {
 }
 
 int serve(ServeArgs a) {
-  auto m = load_model(a.model);
+  auto m = load_k3_model(a.model, "serve");
   std::fprintf(stderr, "%s\n", m->describe().c_str());
   if (a.server.model_name.empty()) a.server.model_name = default_model_name(a.model);
   ServiceOptions so;

@@ -32,12 +32,12 @@ void add_model_options(CLI::App* sub, ModelArgs& a) {
       ->check(CLI::NonNegativeNumber);
 }
 
-std::unique_ptr<LoadedK3> load_model(const ModelArgs& a) {
+std::unique_ptr<LoadedModel> load_model(const ModelArgs& a) {
   if (a.model.empty() == a.store.empty()) fail("give exactly one of --model (checkpoint) or --store (deltafin store)");
   if (!a.model.empty()) {
     if (a.cache_gb || a.pin_gb != 0 || !a.trace.empty())
       fail("--cache-gb, --pin-gb and --trace apply to --store runs (with --model every expert is resident)");
-    return load_k3_resident(a.model, a.threads);
+    return load_resident(a.model, a.threads);
   }
   EngineOptions o;
   o.threads = a.threads;
@@ -68,6 +68,12 @@ void add_prompt_cache_options(CLI::App* sub, PromptCacheArgs& a) {
   sub->add_option("--prompt-cache-disk-gb", a.disk_gb, "Disk budget of the kept prompt states (0 = none)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+}
+
+std::unique_ptr<LoadedK3> load_k3_model(const ModelArgs& a, const std::string& what) {
+  std::unique_ptr<LoadedModel> m = load_model(a);
+  require_k3(*m, what);
+  return std::unique_ptr<LoadedK3>(static_cast<LoadedK3*>(m.release()));
 }
 
 }  // namespace deltafin::cli

@@ -20,20 +20,20 @@ double since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
-void LoadedK3::save_heat() {
+void LoadedModel::save_heat() {
   if (heat && !store_dir.empty()) heat->save(store_dir);
 }
 
-std::string LoadedK3::describe() const {
+std::string LoadedModel::describe() const {
   std::ostringstream o;
-  o << "spine " << spine_format;
+  o << (family ? family->name : "?") << "; spine " << spine_format;
   if (spine_format != "bf16") o << " (NOT weight-exact: int8-row spine)";
   if (!stream) {
     o << "; experts resident";
   } else {
     o << "; experts streamed from " << manifest->drives.size() << " drive(s), cache "
       << human_bytes(static_cast<double>(memory.cache_bytes())) << ", lookahead "
-      << lookahead_mode_name(lookahead ? lookahead->mode() : LookaheadMode::Off) << ", io "
+      << lookahead_mode_name(route_lookahead() ? route_lookahead()->mode() : LookaheadMode::Off) << ", io "
       << io_engine_name(stream->reader().engine());
     if (const ExpertFetcher* f = stream->fetcher()) {
       o << "; missing experts fetched from " << f->url() << " (" << f->local_experts() << " on the drives";
@@ -68,12 +68,15 @@ std::unique_ptr<LoadedK3> load_k3_resident(const std::string& dir, int threads) 
   if (threads < 1) fail("--threads must be at least 1, got ", threads);
   auto t0 = std::chrono::steady_clock::now();
   auto m = std::make_unique<LoadedK3>();
+  m->family = &family_info(Family::KimiK3);
   K3Checkpoint checkpoint = load_k3_checkpoint(dir);
   m->config = checkpoint.config;
   m->weights = load_k3_weights(checkpoint);
   m->experts = load_resident_k3_experts(checkpoint);
   // load_k3_checkpoint has checked vocab_size == tiktoken ranks + 256, the tokenizer's size.
   m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(dir));
+  m->text = token_text(*m->tokenizer);
+  m->eos = m->tokenizer->eos_id();
   m->pool = std::make_unique<ThreadPool>(threads);
   m->model = std::make_unique<K3Model>(m->config, m->weights, *m->experts, m->pool.get());
   m->fingerprint = checkpoint_fingerprint(dir);
@@ -85,6 +88,7 @@ std::unique_ptr<LoadedK3> load_k3_store(const std::string& store_dir, const Engi
   if (o.threads < 1) fail("--threads must be at least 1, got ", o.threads);
   auto t0 = std::chrono::steady_clock::now();
   auto m = std::make_unique<LoadedK3>();
+  m->family = &family_info(Family::KimiK3);
   m->store_dir = store_dir;
   m->manifest = std::make_unique<StoreManifest>(load_store_manifest(store_dir));
   const StoreManifest& man = *m->manifest;
@@ -96,6 +100,8 @@ std::unique_ptr<LoadedK3> load_k3_store(const std::string& store_dir, const Engi
   m->spine_format = spine_format_name(man.spine_format);
   m->fingerprint = store_fingerprint(store_dir);
   m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(store_dir));
+  m->text = token_text(*m->tokenizer);
+  m->eos = m->tokenizer->eos_id();
   if (static_cast<int64_t>(m->tokenizer->vocab_size()) != c.vocab_size)
     fail(store_dir, ": the tokenizer has ", m->tokenizer->vocab_size(), " ids but config.json's vocab_size is ", c.vocab_size);
 
@@ -141,6 +147,45 @@ std::unique_ptr<LoadedK3> load_k3_store(const std::string& store_dir, const Engi
   }
   m->load_seconds = since(t0);
   return m;
+}
+
+std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_resident(const std::string& dir, int threads) {
+  if (threads < 1) fail("--threads must be at least 1, got ", threads);
+  auto t0 = std::chrono::steady_clock::now();
+  auto m = std::make_unique<LoadedQwen3Moe>();
+  m->family = &family_info(Family::Qwen3Moe);
+  m->config = read_qwen3_moe_config(dir + "/config.json");
+  const Checkpoint checkpoint = Checkpoint::open(dir);
+  m->weights = load_qwen3_moe_weights(m->config, checkpoint);
+  m->experts = load_resident_qwen3_moe_experts(m->config, checkpoint);
+  m->tokenizer = std::make_unique<HfTokenizer>(HfTokenizer::load(dir + "/tokenizer.json"));
+  // The embedding may have more rows than the tokenizer has ids (Qwen pads
+  // vocab_size); fewer would leave ids the tokenizer makes without a row.
+  if (m->tokenizer->vocab_size() > static_cast<size_t>(m->config.base.vocab_size))
+    fail(dir, "/tokenizer.json: ", m->tokenizer->vocab_size(), " ids, more than config.json's vocab_size ",
+         m->config.base.vocab_size);
+  m->text = token_text(*m->tokenizer);
+  if (!m->config.base.eos_token_ids.empty()) m->eos = static_cast<uint32_t>(m->config.base.eos_token_ids[0]);
+  m->pool = std::make_unique<ThreadPool>(threads);
+  m->model = std::make_unique<Qwen3MoeModel>(m->config, m->weights, *m->experts, m->pool.get());
+  m->fingerprint = checkpoint_fingerprint(dir);
+  m->load_seconds = since(t0);
+  return m;
+}
+
+std::unique_ptr<LoadedModel> load_resident(const std::string& dir, int threads) {
+  const FamilyInfo& f = detect_checkpoint_family(dir);
+  switch (f.family) {
+    case Family::KimiK3: return load_k3_resident(dir, threads);
+    case Family::Qwen3Moe: return load_qwen3_moe_resident(dir, threads);
+    default: fail(dir, ": a ", f.what, " checkpoint is a draft model, not a target (--draft model:DIR or dspark:DIR)");
+  }
+}
+
+LoadedK3& require_k3(LoadedModel& m, const std::string& what) {
+  auto* k3 = dynamic_cast<LoadedK3*>(&m);
+  if (!k3) fail(what, " is not available for ", m.family ? m.family->what : "this", " models yet (only Kimi K3)");
+  return *k3;
 }
 
 }  // namespace deltafin

@@ -1,30 +1,42 @@
-// Everything needed to run a K3-architecture model: the config, the spine in
-// RAM, an expert source, the tokenizer and the model. Two ways in: a Hugging
-// Face checkpoint directory with every expert read into RAM (resident, the
-// reference), or a deltafin store whose experts stream from its drives.
+// Everything needed to run a model of any family: the spine in RAM, an expert
+// source, the tokenizer and the model behind the family interface
+// (model/common/causal_model.h). Two ways in: a Hugging Face checkpoint
+// directory with every expert read into RAM (resident, the reference), or a
+// deltafin store whose experts stream from its drives. LoadedModel holds
+// what every family has; LoadedK3 and LoadedQwen3Moe add their own config,
+// weights and model. load_resident() picks the family from config.json
+// through the registry (model/registry.h).
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/engine_options.h"
 #include "engine/memory_plan.h"
 #include "engine/streaming_source.h"
 #include "format/k3_checkpoint.h"
+#include "model/common/causal_model.h"
 #include "model/kimi_k3/lookahead.h"
 #include "model/kimi_k3/model.h"
+#include "model/qwen3_moe/qwen3_moe_model.h"
+#include "model/registry.h"
 #include "store/heat.h"
 #include "store/store_manifest.h"
+#include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/token_text.h"
 #include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
 
 namespace deltafin {
 
-// Members are destroyed in reverse order: the model and lookahead before the
-// expert source, the source (and its reader threads) before the monitor and
-// heat histogram it reports into. Keep that order when adding members.
-struct LoadedK3 {
-  K3Config config;
+// A derived class's members are destroyed before these, so a family's model
+// and weights go before the expert source, and the source (and its reader
+// threads) before the monitor and heat histogram it reports into. Keep that
+// order when adding members.
+struct LoadedModel {
+  virtual ~LoadedModel() = default;
+  const FamilyInfo* family = nullptr;
   std::string spine_format = "bf16";  // "bf16" or "int8-row" (not weight-exact, always announced)
   // Store runs only: manifest, heat, monitor, memory plan.
   std::string store_dir;
@@ -33,13 +45,11 @@ struct LoadedK3 {
   std::unique_ptr<Monitor> monitor;
   MemoryPlan memory;
 
-  K3Weights weights;
   std::unique_ptr<ExpertSource> experts;
   StreamingExpertSource* stream = nullptr;  // = experts when streaming
-  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<TokenText> text;          // the family's tokenizer as ordinary text
+  std::optional<uint32_t> eos;              // where generation stops (none: only at the budget)
   std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<RouteLookahead> lookahead;
-  std::unique_ptr<K3Model> model;
   double load_seconds = 0;
   // SHA-256 (hex) of what decides the numerics: config.json and the weights'
   // identity (a checkpoint's index and shard sizes, or a store's store.json,
@@ -48,14 +58,43 @@ struct LoadedK3 {
   // with the same fingerprint.
   std::string fingerprint;
 
+  virtual CausalModel& causal() = 0;
+  const ModelSummary& summary() { return causal().summary(); }
+  virtual const RouteLookahead* route_lookahead() const { return nullptr; }
+
   // Writes the heat histogram back to the store (atomically), if streaming.
   void save_heat();
-  // One line for outputs that report configuration: spine format (with the
-  // int8-row warning), experts source, cache, lookahead, I/O engine.
+  // One line for outputs that report configuration: family, spine format
+  // (with the int8-row warning), experts source, cache, lookahead, I/O engine.
   std::string describe() const;
+};
+
+struct LoadedK3 final : LoadedModel {
+  K3Config config;
+  K3Weights weights;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<RouteLookahead> lookahead;
+  std::unique_ptr<K3Model> model;
+  CausalModel& causal() override { return *model; }
+  const RouteLookahead* route_lookahead() const override { return lookahead.get(); }
+};
+
+struct LoadedQwen3Moe final : LoadedModel {
+  Qwen3MoeConfig config;
+  Qwen3MoeWeights weights;
+  std::unique_ptr<HfTokenizer> tokenizer;
+  std::unique_ptr<Qwen3MoeModel> model;
+  CausalModel& causal() override { return *model; }
 };
 
 std::unique_ptr<LoadedK3> load_k3_resident(const std::string& dir, int threads);
 std::unique_ptr<LoadedK3> load_k3_store(const std::string& store_dir, const EngineOptions& options);
+std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_resident(const std::string& dir, int threads);
+// The family config.json names (a target family; draft-only ones are refused).
+std::unique_ptr<LoadedModel> load_resident(const std::string& dir, int threads);
+
+// The K3 model behind `m`, for what only K3 has yet (DSpark, prompt states
+// on disk, the server): an error naming `what` and the family otherwise.
+LoadedK3& require_k3(LoadedModel& m, const std::string& what);
 
 }  // namespace deltafin

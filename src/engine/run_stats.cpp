@@ -13,7 +13,7 @@ RunStatsCollector::Snapshot RunStatsCollector::take() const {
   Snapshot s;
   s.t = std::chrono::steady_clock::now();
   if (m_.stream) s.stream = m_.stream->counters();
-  if (m_.lookahead) s.look = m_.lookahead->counters();
+  if (m_.route_lookahead()) s.look = m_.route_lookahead()->counters();
   if (m_.monitor) s.drives = m_.monitor->drive_counters();
   return s;
 }
@@ -49,8 +49,8 @@ void RunStatsCollector::step_end(bool prefill) {
   }
   for (size_t d = 0; d < e.drives.size(); ++d)
     s.drive_mb_s.push_back(sec > 0 ? (e.drives[d].bytes - b.drives[d].bytes) / sec / 1e6 : 0.0);
-  const auto& routes = m_.model->last_routes();
-  const int64_t E = m_.config.num_experts;
+  const auto& routes = m_.causal().last_routes();
+  const int64_t E = m_.summary().experts;
   for (size_t l = 0; l < routes.size(); ++l) {
     if (!routes[l].empty()) s.positions = routes[l].size();
     if (!prefill) continue;

@@ -32,7 +32,7 @@ struct StepStats {
 
 class RunStatsCollector : public StepObserver {
 public:
-  explicit RunStatsCollector(const LoadedK3& model) : m_(model) {}
+  explicit RunStatsCollector(LoadedModel& model) : m_(model) {}
   void step_begin(bool prefill) override;
   void step_end(bool prefill) override;
 
@@ -66,7 +66,7 @@ private:
   };
   Snapshot take() const;
 
-  const LoadedK3& m_;
+  LoadedModel& m_;
   std::unordered_set<int64_t> prefill_pairs_;  // layer * experts + expert
   Snapshot begin_;
   std::vector<StepStats> steps_;

@@ -48,7 +48,7 @@ std::string after_colon(const std::string& spec) {
 
 }  // namespace
 
-DrafterFactory::DrafterFactory(const std::string& spec, const LoadedK3& target, const std::string& dspark_dir,
+DrafterFactory::DrafterFactory(const std::string& spec, LoadedModel& target, const std::string& dspark_dir,
                                const std::string& model_dir)
     : spec_(spec) {
   std::string dspark = dspark_dir, model = model_dir;
@@ -58,13 +58,14 @@ DrafterFactory::DrafterFactory(const std::string& spec, const LoadedK3& target, 
     const std::string path = after_colon(spec);
     if (!std::filesystem::is_regular_file(path))
       fail("--draft ", spec, ": ", path, " is not a file (give a run's --tokens-out)");
-    replay_ = read_token_file(path, target.config.vocab_size);
+    replay_ = read_token_file(path, target.summary().vocab);
   } else if (spec != "none" && spec != "ngram" && spec != "auto" && !starts_with(spec, "dspark:") &&
              !starts_with(spec, "model:")) {
     fail("--draft ", spec, ": unknown drafter (none, ngram, dspark:DIR, model:DIR, replay:FILE, auto)");
   }
-  if (!dspark.empty()) dspark_ = DSparkAssets::load(dspark, target);
-  if (!model.empty()) model_ = DraftModelAssets::load(model, *target.tokenizer, target.pool.get());
+  if (!dspark.empty()) dspark_ = DSparkAssets::load(dspark, require_k3(target, "--draft dspark:DIR"));
+  if (!model.empty())
+    model_ = DraftModelAssets::load(model, *require_k3(target, "--draft model:DIR").tokenizer, target.pool.get());
 }
 
 DrafterFactory::~DrafterFactory() = default;

@@ -27,7 +27,7 @@ struct DraftModelAssets;
 class DrafterFactory {
 public:
   // Errors name the spec (or directory) and what is wrong with it.
-  DrafterFactory(const std::string& spec, const LoadedK3& target, const std::string& dspark_dir = "",
+  DrafterFactory(const std::string& spec, LoadedModel& target, const std::string& dspark_dir = "",
                  const std::string& model_dir = "");
   ~DrafterFactory();
   // nullptr for plain decoding.

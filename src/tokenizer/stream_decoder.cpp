@@ -1,9 +1,11 @@
 #include "tokenizer/stream_decoder.h"
 
-#include "tokenizer/tokenizer.h"
+#include "tokenizer/token_text.h"
 #include "tokenizer/utf8.h"
 
 namespace deltafin {
+
+StreamDecoder::StreamDecoder(const Tokenizer& tokenizer) : own_(token_text(tokenizer)), tokenizer_(own_.get()) {}
 
 std::string StreamDecoder::push(uint32_t id) {
   pending_ += tokenizer_->token_bytes(id);

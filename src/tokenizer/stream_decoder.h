@@ -3,20 +3,24 @@
 // character can be split across tokens, so the bytes of an unfinished
 // character are held back until the next token completes it (k3-model.md
 // §8.3). What all push() calls plus flush() return equals
-// Tokenizer::decode of the whole id sequence.
+// the tokenizer's decode of the whole id sequence.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace deltafin {
 
+class TokenText;
 class Tokenizer;
 
 class StreamDecoder {
 public:
   // The tokenizer must outlive the decoder.
-  explicit StreamDecoder(const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {}
+  explicit StreamDecoder(const TokenText& tokenizer) : tokenizer_(&tokenizer) {}
+  // A K3 tokenizer (the decoder keeps its own view of it).
+  explicit StreamDecoder(const Tokenizer& tokenizer);
 
   // Adds one token; returns the text that is now complete (possibly empty).
   // Invalid bytes that no later token can repair come out as U+FFFD at once.
@@ -30,7 +34,8 @@ public:
   size_t pending_bytes() const { return pending_.size(); }
 
 private:
-  const Tokenizer* tokenizer_;
+  std::shared_ptr<const TokenText> own_;  // set by the Tokenizer constructor
+  const TokenText* tokenizer_;
   std::string pending_;
 };
 

@@ -286,9 +286,9 @@ TEST(Speculative, AStreamedVerificationReadsItsUnionOnceAndMatchesResident) {
 
   struct UnionCheck : StepObserver {
     RunStatsCollector stats;
-    const LoadedK3& m;
+    LoadedK3& m;
     std::vector<std::pair<uint64_t, uint64_t>> read_vs_union;  // decode steps only
-    explicit UnionCheck(const LoadedK3& lm) : stats(lm), m(lm) {}
+    explicit UnionCheck(LoadedK3& lm) : stats(lm), m(lm) {}
     void step_begin(bool prefill) override { stats.step_begin(prefill); }
     void step_end(bool prefill) override {
       stats.step_end(prefill);

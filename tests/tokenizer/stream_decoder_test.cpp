@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "format/tokenizer_config.h"
+#include "tokenizer/token_text.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deltafin {
@@ -18,7 +19,7 @@ const std::string kFffd = "\xef\xbf\xbd";
 
 // Bytes 0..255, then 256 = A9 E2 (the end of "é" and the start of "€"),
 // 257 = 82 AC (the rest of "€").
-const Tokenizer& byte_tokenizer() {
+const Tokenizer& byte_tiktoken() {
   static const Tokenizer t = [] {
     std::vector<std::string> ranks;
     for (int b = 0; b < 256; ++b) ranks.emplace_back(1, static_cast<char>(b));
@@ -27,6 +28,11 @@ const Tokenizer& byte_tokenizer() {
     return Tokenizer::from_parts(ranks, k3_special_tokens(258));
   }();
   return t;
+}
+
+const TokenText& byte_tokenizer() {
+  static const std::unique_ptr<TokenText> text = token_text(byte_tiktoken());
+  return *text;
 }
 
 TEST(StreamDecoder, HoldsBackSplitCharacters) {
@@ -80,7 +86,7 @@ TEST(StreamDecoder, StreamedTextEqualsWholeDecode) {
     std::string streamed;
     for (uint32_t id : ids) streamed += d.push(id);
     streamed += d.flush();
-    ASSERT_EQ(streamed, byte_tokenizer().decode(ids)) << "trial " << trial;
+    ASSERT_EQ(streamed, byte_tiktoken().decode(ids)) << "trial " << trial;
   }
 }
 

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "model/common/route.h"
 #include "model/common/rows.h"
 
 namespace deltafin {
@@ -93,6 +94,10 @@ public:
   // A pass that throws leaves the session as it was before it.
   virtual Rows forward_verify(ModelSession& session, std::span<const uint32_t> tokens) = 0;
   virtual void keep_verified(ModelSession& session, size_t rows) = 0;
+
+  // The routes of the last forward() call, [layer][position] (empty for
+  // layers without routed experts): statistics and route lookahead read them.
+  virtual const std::vector<std::vector<Route>>& last_routes() const = 0;
 
   // Drafters that read the target's hidden states (K3's DSpark) name the
   // layers; families without such drafters capture nothing.

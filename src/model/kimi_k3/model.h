@@ -65,7 +65,7 @@ public:
   const Rows& captured() const override { return captured_; }
 
   // The routes of the last forward() call, [layer][position] (layer 0 empty).
-  const std::vector<std::vector<Route>>& last_routes() const { return routes_; }
+  const std::vector<std::vector<Route>>& last_routes() const override { return routes_; }
   const K3Config& config() const { return c_; }
 
 private:

@@ -55,7 +55,7 @@ public:
   void keep_verified(ModelSession& session, size_t rows) override;
 
   // The routes of the last forward(), [layer][position] (empty for dense layers).
-  const std::vector<std::vector<Route>>& last_routes() const { return routes_; }
+  const std::vector<std::vector<Route>>& last_routes() const override { return routes_; }
   const Qwen3MoeConfig& config() const { return c_; }
 
 private:

@@ -1,0 +1,87 @@
+// The binary on a Qwen3-MoE checkpoint (make-model --arch qwen3_moe): inspect
+// describes it, logits are the same one position at a time as all at once,
+// run generates and speculation (n-gram, the replay oracle) prints exactly
+// plain decoding's tokens; what is not built for the family yet (chat,
+// prompt states on disk, serve) is refused with an error that says so.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "support/test_support.h"
+#include "util/file.h"
+
+using namespace deltafin;
+
+namespace {
+
+std::string df(const std::string& args) { return test::deltafin_binary() + " " + args; }
+
+const std::string& qwen3_moe_model() {
+  static test::TempDir dir;
+  static const std::string path = [] {
+    std::string out;
+    const std::string p = dir.path() + "/q";
+    if (test::run_command(df("make-model --arch qwen3_moe --preset tiny --seed 3 --out " + p), &out) != 0)
+      throw std::runtime_error("make-model failed: " + out);
+    return p;
+  }();
+  return path;
+}
+
+}  // namespace
+
+TEST(Qwen3MoeCli, MakeModelWritesTheHuggingFaceLayoutAndInspectDescribesIt) {
+  const std::string& m = qwen3_moe_model();
+  EXPECT_TRUE(std::filesystem::exists(m + "/model.safetensors.index.json"));
+  EXPECT_TRUE(std::filesystem::exists(m + "/tokenizer.json"));
+  std::string out;
+  ASSERT_EQ(test::run_command(df("inspect --verify-experts --model " + m), &out), 0) << out;
+  EXPECT_NE(out.find("Qwen3-MoE checkpoint"), std::string::npos) << out;
+  EXPECT_NE(out.find("layers 3 (3 MoE, 0 dense): EEE"), std::string::npos) << out;
+  EXPECT_NE(out.find("record 12288 bytes"), std::string::npos) << out;  // 3 x 32 x 64 x 2
+  EXPECT_NE(out.find("1536 B per position"), std::string::npos) << out;  // 3 layers x 64 x 2 x 4
+}
+
+TEST(Qwen3MoeCli, LogitsOnePositionAtATimeEqualAllAtOnce) {
+  test::TempDir tmp;
+  std::string out;
+  const std::string base = df("logits --model " + qwen3_moe_model() + " --tokens 5,9,300,17,4,4,8 --out ");
+  ASSERT_EQ(test::run_command(base + tmp.file("all.npy"), &out), 0) << out;
+  ASSERT_EQ(test::run_command(base + tmp.file("one.npy") + " --step 1", &out), 0) << out;
+  EXPECT_EQ(read_text_file(tmp.file("all.npy")), read_text_file(tmp.file("one.npy")));
+  EXPECT_NE(read_text_file(tmp.file("all.npy")).find("'shape': (7, 320)"), std::string::npos);
+}
+
+TEST(Qwen3MoeCli, SpeculationPrintsPlainDecodingsTokens) {
+  test::TempDir tmp;
+  std::string out;
+  const std::string base = df("run --model " + qwen3_moe_model() +
+                              " --prompt 'the river runs through the town and the river runs' --max-new 24 --ignore-eos --stats");
+  ASSERT_EQ(test::run_command(base + " --tokens-out " + tmp.file("plain.txt"), &out), 0) << out;
+  EXPECT_NE(out.find("generated 24 tokens"), std::string::npos) << out;
+  EXPECT_NE(out.find("qwen3_moe; spine bf16; experts resident"), std::string::npos) << out;
+  ASSERT_EQ(test::run_command(base + " --draft ngram --tokens-out " + tmp.file("ngram.txt"), &out), 0) << out;
+  EXPECT_EQ(read_text_file(tmp.file("ngram.txt")), read_text_file(tmp.file("plain.txt")));
+  // The oracle replays the plain run: every draft right, the same tokens.
+  ASSERT_EQ(test::run_command(base + " --draft replay:" + tmp.file("plain.txt") + " --draft-k 4 --tokens-out " +
+                                  tmp.file("replay.txt"),
+                              &out),
+            0)
+      << out;
+  EXPECT_EQ(read_text_file(tmp.file("replay.txt")), read_text_file(tmp.file("plain.txt")));
+  EXPECT_NE(out.find("speculation (replay)"), std::string::npos) << out;
+}
+
+TEST(Qwen3MoeCli, WhatTheFamilyLacksYetIsRefusedByName) {
+  std::string out;
+  EXPECT_EQ(test::run_command(df("run --model " + qwen3_moe_model() + " --chat --prompt hi"), &out), 1);
+  EXPECT_NE(out.find("run --chat is not available for Qwen3-MoE"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(df("serve --model " + qwen3_moe_model() + " --port 0"), &out), 1);
+  EXPECT_NE(out.find("serve is not available for Qwen3-MoE"), std::string::npos) << out;
+  // A dense Qwen3 checkpoint is a draft model, not a target.
+  test::TempDir tmp;
+  ASSERT_EQ(test::run_command(df("make-model --arch qwen3 --out " + tmp.file("d")), &out), 0) << out;
+  EXPECT_EQ(test::run_command(df("run --model " + tmp.file("d") + " --prompt hi"), &out), 1);
+  EXPECT_NE(out.find("draft model, not a target"), std::string::npos) << out;
+}
