@@ -6,19 +6,22 @@
 #
 #   ROOT   the repository          RIG   the rig's scripts (DFBENCH_RIG)
 #   DF     the release binary      WORK  scratch space (DFBENCH_WORK)
-#   CKPT   the bench checkpoint
+#   CKPT   the bench checkpoint    ARCH  its family: k3 (default) or qwen3_moe
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RIG=${DFBENCH_RIG:-$ROOT/../shared/bench}
 DF=$ROOT/build/release/deltafin
 WORK=${DFBENCH_WORK:-/var/tmp/df}
-CKPT=$WORK/bench
+ARCH=${ARCH:-k3}
+if [ "$ARCH" = k3 ]; then CKPT=$WORK/bench; else CKPT=$WORK/bench-$ARCH; fi
 
-# The binary, fio, and the bench checkpoint: K3 expert dimensions (17.5 MB
-# records), 5 MoE layers x 64 experts = 5.6 GB (made once).
+# The binary, fio, and the bench checkpoint (made once): K3 expert dimensions
+# (17.5 MB records), 5 MoE layers x 64 experts = 5.6 GB; or, ARCH=qwen3_moe,
+# Qwen3-235B-A22B's expert (37.7 MB records), 4 MoE layers x 32 experts, top-8
+# = 4.8 GB.
 bench_prerequisites() {
   [ -x "$DF" ] || { echo "build first: scripts/build.sh release" >&2; exit 1; }
   command -v fio >/dev/null || { echo "fio is needed: apt-get install fio" >&2; exit 1; }
-  [ -f "$CKPT/config.json" ] || "$DF" make-model --preset bench --out "$CKPT"
+  [ -f "$CKPT/config.json" ] || "$DF" make-model --arch "$ARCH" --preset bench --out "$CKPT"
 }
 
 # bench_drives_up N MBPS: N loop drives throttled to MBPS each. Sets drives

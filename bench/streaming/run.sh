@@ -7,7 +7,8 @@
 #   sudo bench/streaming/run.sh [MBPS=250] [MEM=1800M] [CACHE_GB=1.0] [TOKENS=8]
 #   sudo REPLICATE=1 bench/streaming/run.sh ...   # every expert on two drives (N >= 2)
 #   sudo LAYOUT=whole bench/streaming/run.sh ...  # one whole file per expert (default: setup's auto = striped)
-#   environment: THREADS (compute threads, default 2), LOOKAHEAD (on|off|auto, default auto)
+#   environment: THREADS (compute threads, default 2), LOOKAHEAD (on|off|auto, default auto),
+#   ARCH (k3 or qwen3_moe: the bench checkpoint's family, bench/lib.sh)
 #
 # Writes bench/results/<date>-streaming[-replicated]/{fio-N.json,run-N.json,
 # run-N.log,trace-N.jsonl} and prints the table (bench/streaming/table.py).
@@ -23,6 +24,7 @@ LAYOUT=${LAYOUT:-auto}
 SUFFIX=""
 [ "$LAYOUT" = whole ] && SUFFIX=-whole
 ((REPLICATE)) && SUFFIX=-replicated
+[ "$ARCH" != k3 ] && SUFFIX=-$ARCH$SUFFIX
 OUT=$ROOT/bench/results/$(date +%Y-%m-%d)-streaming$SUFFIX
 LOOKAHEAD=${LOOKAHEAD:-auto}
 THREADS=${THREADS:-2}  # compute threads; the machine this was written on has 2 cores
@@ -48,7 +50,9 @@ c = json.load(open(sys.argv[1]))
 t = c.get("text_config", c)
 L, E = t["num_hidden_layers"], t["num_experts"]
 json.dump({"version": 1, "layers": L, "experts": E,
-           "counts": [0.0 if l == 0 else 1.0 for l in range(L) for e in range(E)]}, open(sys.argv[2], "w"))
+           # K3's layer 0 is dense; Qwen3-MoE's sparse layers follow mlp_only_layers
+           "counts": [0.0 if l in t.get("mlp_only_layers", [] if "text_config" not in c else [0]) else 1.0
+                      for l in range(L) for e in range(E)]}, open(sys.argv[2], "w"))
 PY
     replicate=(--replicate-hot 1000000)
   fi

@@ -19,6 +19,21 @@ ExpertCache::ExpertCache(const CacheOptions& o)
   }
   pinned_ = o.pinned_slots;
   reserve_ = o.prefetch_reserve;
+  if (!o.cycle_layers.empty()) {
+    layer_cycle_ = static_cast<int64_t>(o.cycle_layers.size());
+    for (size_t i = 0; i < o.cycle_layers.size(); ++i) {
+      const int64_t l = o.cycle_layers[i];
+      if (l < 0 || (i && l <= o.cycle_layers[i - 1])) fail("expert cache: cycle layers must rise from 0");
+      cycle_position_.resize(static_cast<size_t>(l) + 1, -1);
+      cycle_position_[static_cast<size_t>(l)] = static_cast<int64_t>(i);
+    }
+    current_layer_ = o.cycle_layers.front();
+  }
+}
+
+int64_t ExpertCache::position(int64_t layer) const {
+  if (cycle_position_.empty()) return layer - first_layer_;
+  return layer >= 0 && static_cast<size_t>(layer) < cycle_position_.size() ? cycle_position_[static_cast<size_t>(layer)] : -1;
 }
 
 // p / (1 + d): see the header. Read on the engine thread (acquire) only.
@@ -29,7 +44,7 @@ double ExpertCache::value_locked(const Slot& s) const {
     p = (heat_->at(layer, expert) + 1.0) / (heat_->layer_total(layer) + static_cast<double>(experts_per_layer_));
   double d = 0;
   if (layer_cycle_ > 0) {
-    const int64_t m = layer - first_layer_, cur = current_layer_ - first_layer_;
+    const int64_t m = position(layer), cur = position(current_layer_);
     d = static_cast<double>(((m - cur - 1) % layer_cycle_ + layer_cycle_) % layer_cycle_);
     // The current layer comes again first: distance 0, every other layer one further.
     if (current_again_) d = m == cur ? 0.0 : d + 1.0;

@@ -39,8 +39,11 @@ struct CacheOptions {
   size_t prefetch_reserve = 0; // a prefetch never leaves fewer claimable slots than this (demand's share)
   int64_t experts_per_layer = 1;  // key = layer * experts_per_layer + expert
   // The MoE layers first_layer .. first_layer + layer_cycle - 1 are visited in
-  // order every pass; 0 = no cycle (the distance term is off).
+  // order every pass; 0 = no cycle (the distance term is off). When
+  // cycle_layers is given it is the cycle instead (the MoE layers in visit
+  // order, for families whose MoE layers are not contiguous).
   int64_t first_layer = 1, layer_cycle = 0;
+  std::vector<int64_t> cycle_layers;
   const HeatHistogram* heat = nullptr;  // read on the engine thread only (acquire), may be null
 };
 
@@ -130,6 +133,8 @@ private:
   const HeatHistogram* heat_ = nullptr;
   int64_t experts_per_layer_ = 1;
   int64_t first_layer_ = 1, layer_cycle_ = 0, current_layer_ = 0;
+  std::vector<int64_t> cycle_position_;  // layer -> its place in the cycle (cycle_layers given), -1 off it
+  int64_t position(int64_t layer) const;
   bool current_again_ = false;
   size_t pinned_ = 0, reserve_ = 0;
   uint64_t tick_ = 0, evictions_ = 0, version_ = 0;

@@ -143,7 +143,12 @@ int run(const RunArgs& a) {
   // Prompt states on disk (engine/prompt_disk_cache.h): restore the longest
   // kept prefix, keep the state at the prompt's last whole block.
   std::unique_ptr<PromptDiskCache> disk;
-  const std::string cache_dir = a.prompt_cache.dir_for(a.model);
+  // The store's default directory applies to families that keep prompt
+  // states on disk (K3 yet); asking for one explicitly with another family fails below.
+  const bool disk_states = dynamic_cast<LoadedK3*>(m.get()) != nullptr || !a.prompt_cache.dir.empty();
+  const std::string cache_dir = disk_states ? a.prompt_cache.dir_for(a.model) : "";
+  if (!disk_states && a.stats && !a.prompt_cache.dir_for(a.model).empty())
+    std::fprintf(stderr, "prompt cache: prompt states on disk are K3's only yet; none kept for %s\n", m->family->name);
   std::optional<K3Session::Snapshot> kept;
   if (!cache_dir.empty()) {
     LoadedK3& k3 = require_k3(*m, "--prompt-cache-dir (prompt states on disk)");

@@ -52,7 +52,7 @@ std::unique_ptr<LoadedModel> load_model(const ModelArgs& a) {
   o.trace = a.trace;
   o.fetch_threads = a.fetch_threads;
   o.disk_budget_gb = a.disk_budget_gb;
-  return load_k3_store(a.store, o);
+  return load_store(a.store, o);
 }
 
 std::string PromptCacheArgs::dir_for(const ModelArgs& m) const {

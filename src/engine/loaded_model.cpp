@@ -92,6 +92,7 @@ std::unique_ptr<LoadedK3> load_k3_store(const std::string& store_dir, const Engi
   m->store_dir = store_dir;
   m->manifest = std::make_unique<StoreManifest>(load_store_manifest(store_dir));
   const StoreManifest& man = *m->manifest;
+  if (man.family != "kimi_k3") fail(store_dir, "/store.json: a ", man.family, " store, not a Kimi K3 one");
   m->config = load_k3_config(store_dir + "/config.json");
   const K3Config& c = m->config;
   if (c.num_hidden_layers != man.layers || c.num_experts != man.experts)
@@ -186,6 +187,65 @@ LoadedK3& require_k3(LoadedModel& m, const std::string& what) {
   auto* k3 = dynamic_cast<LoadedK3*>(&m);
   if (!k3) fail(what, " is not available for ", m.family ? m.family->what : "this", " models yet (only Kimi K3)");
   return *k3;
+}
+
+std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_store(const std::string& store_dir, const EngineOptions& o) {
+  if (o.threads < 1) fail("--threads must be at least 1, got ", o.threads);
+  auto t0 = std::chrono::steady_clock::now();
+  auto m = std::make_unique<LoadedQwen3Moe>();
+  m->family = &family_info(Family::Qwen3Moe);
+  m->store_dir = store_dir;
+  m->manifest = std::make_unique<StoreManifest>(load_store_manifest(store_dir));
+  const StoreManifest& man = *m->manifest;
+  if (man.family != "qwen3_moe") fail(store_dir, "/store.json: a ", man.family, " store, not a Qwen3-MoE one");
+  m->config = read_qwen3_moe_config(store_dir + "/config.json");
+  const Qwen3MoeConfig& c = m->config;
+  if (c.base.num_hidden_layers != man.layers || c.num_experts != man.experts || c.moe_layers() != man.moe_layers ||
+      c.expert_record_bytes() != man.expert_bytes)
+    fail(store_dir, "/store.json: ", man.layers, " layers (", man.moe_layers.size(), " MoE) x ", man.experts,
+         " experts of ", man.expert_bytes, " bytes, but config.json describes ", c.base.num_hidden_layers, " (",
+         c.moe_layers().size(), ") x ", c.num_experts, " of ", c.expert_record_bytes());
+  if (man.spine_format != SpineFormat::BF16) fail(store_dir, "/store.json: a Qwen3-MoE spine is BF16, not ", spine_format_name(man.spine_format));
+  if (o.lookahead == LookaheadMode::On)
+    fail("--lookahead on: route lookahead is K3's (PILOT predictors); Qwen3-MoE runs without it");
+  m->fingerprint = store_fingerprint(store_dir);
+  m->tokenizer = std::make_unique<HfTokenizer>(HfTokenizer::load(store_dir + "/tokenizer.json"));
+  if (m->tokenizer->vocab_size() > static_cast<size_t>(c.base.vocab_size))
+    fail(store_dir, "/tokenizer.json: ", m->tokenizer->vocab_size(), " ids, more than config.json's vocab_size ",
+         c.base.vocab_size);
+  m->text = token_text(*m->tokenizer);
+  if (!c.base.eos_token_ids.empty()) m->eos = static_cast<uint32_t>(c.base.eos_token_ids[0]);
+
+  const uint64_t moe_experts = man.moe_layers.size() * static_cast<uint64_t>(man.experts);
+  m->memory = plan_memory(man.spine_bytes, man.expert_bytes, moe_experts, c.num_experts_per_tok, o.cache_gb, o.pin_gb,
+                          false);
+  auto spine = open_store_spine(store_dir, man);
+  m->weights = load_qwen3_moe_weights(c, *spine);
+  spine.reset();
+
+  m->heat = std::make_unique<HeatHistogram>(HeatHistogram::load(store_dir, c.base.num_hidden_layers, c.num_experts));
+  m->monitor = std::make_unique<Monitor>(man.drives.size());
+  if (!o.trace.empty()) m->monitor->open_trace(o.trace);
+  if (man.remote) fail(store_dir, ": a streamed (--stream) Qwen3-MoE store; setup --stream is K3's only yet");
+  StreamOptions so;
+  so.cache_slots = m->memory.cache_slots;
+  so.pinned_slots = m->memory.pinned_slots;
+  so.reader = o.reader;
+  auto source = std::make_unique<StreamingExpertSource>(man, so, m->heat.get(), m->monitor.get(), c.num_experts_per_tok);
+  m->stream = source.get();
+  m->experts = std::move(source);
+  m->stream->warm_pinned();
+  m->pool = std::make_unique<ThreadPool>(o.threads);
+  m->model = std::make_unique<Qwen3MoeModel>(m->config, m->weights, *m->experts, m->pool.get());
+  m->load_seconds = since(t0);
+  return m;
+}
+
+std::unique_ptr<LoadedModel> load_store(const std::string& store_dir, const EngineOptions& o) {
+  const std::string family = load_store_manifest(store_dir).family;
+  if (family == "kimi_k3") return load_k3_store(store_dir, o);
+  if (family == "qwen3_moe") return load_qwen3_moe_store(store_dir, o);
+  fail(store_dir, "/store.json: family \"", family, "\" is not one this build runs");
 }
 
 }  // namespace deltafin

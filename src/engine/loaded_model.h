@@ -90,6 +90,9 @@ struct LoadedQwen3Moe final : LoadedModel {
 std::unique_ptr<LoadedK3> load_k3_resident(const std::string& dir, int threads);
 std::unique_ptr<LoadedK3> load_k3_store(const std::string& store_dir, const EngineOptions& options);
 std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_resident(const std::string& dir, int threads);
+std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_store(const std::string& store_dir, const EngineOptions& options);
+// The family store.json names.
+std::unique_ptr<LoadedModel> load_store(const std::string& store_dir, const EngineOptions& options);
 // The family config.json names (a target family; draft-only ones are refused).
 std::unique_ptr<LoadedModel> load_resident(const std::string& dir, int threads);
 

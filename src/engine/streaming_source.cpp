@@ -45,8 +45,7 @@ StreamingExpertSource::StreamingExpertSource(const StoreManifest& m, const Strea
   co.prefetch_reserve = static_cast<size_t>(experts_per_token);
   co.experts_per_layer = m.experts;
   co.heat = heat;
-  co.first_layer = 1;  // layer 0 is dense; MoE layers 1 .. L-1 come round every pass
-  co.layer_cycle = m.layers - 1;
+  co.cycle_layers = m.moe_layers;  // the manifest's MoE layers come round every pass
   cache_ = std::make_unique<ExpertCache>(co);
   std::vector<DriveSpec> drives;
   for (const StoreDrive& d : m.drives) drives.push_back({d.path, d.read_bytes_per_s});

@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "model/kimi_k3/family_checkpoint.h"
+#include "model/qwen3_moe/family_checkpoint.h"
 #include "util/error.h"
 #include "util/file.h"
 
@@ -59,6 +61,15 @@ const FamilyInfo& detect_checkpoint_family(const std::string& dir) {
     fail(path, ": not valid JSON: ", e.what());
   }
   return detect_family(j, path);
+}
+
+std::unique_ptr<FamilyCheckpoint> open_family_checkpoint(const std::string& dir) {
+  const FamilyInfo& f = detect_checkpoint_family(dir);
+  switch (f.family) {
+    case Family::KimiK3: return std::make_unique<K3FamilyCheckpoint>(dir);
+    case Family::Qwen3Moe: return std::make_unique<Qwen3MoeFamilyCheckpoint>(dir);
+    default: fail(dir, ": a ", f.what, " checkpoint has no routed experts to store; setup takes a target model");
+  }
 }
 
 }  // namespace deltafin

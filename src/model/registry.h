@@ -5,6 +5,7 @@
 // means a folder under src/model and one entry in this table.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,5 +32,9 @@ const FamilyInfo& family_info(Family family);
 const FamilyInfo& detect_family(const nlohmann::json& config, const std::string& source);
 // Reads <dir>/config.json (a checkpoint directory) and detects its family.
 const FamilyInfo& detect_checkpoint_family(const std::string& dir);
+
+class FamilyCheckpoint;
+// Opens a target family's checkpoint for `deltafin setup` (its family from config.json).
+std::unique_ptr<FamilyCheckpoint> open_family_checkpoint(const std::string& dir);
 
 }  // namespace deltafin

@@ -1,5 +1,7 @@
 #include "remote/stream_setup.h"
 
+#include "model/kimi_k3/family_checkpoint.h"
+
 #include <cctype>
 #include <filesystem>
 #include <map>
@@ -141,7 +143,8 @@ StreamSetupReport run_stream_setup(const StreamSetupOptions& so) {
   // 3. The usual setup from here: spine, placement, manifest (last).
   SetupOptions o = so.setup;
   o.from = source;
-  o.checkpoint = &k;
+  const K3FamilyCheckpoint family(k);
+  o.checkpoint = &family;
   o.remote = remote;
   const ExpertRanges ranges = ExpertRanges::from_checkpoint(k, remote.shards);
   o.write_remote_files = [&](const std::string& store) { ranges.save(store); };

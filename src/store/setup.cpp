@@ -23,8 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "format/k3_checkpoint.h"
-#include "format/k3_tensors.h"
+#include "model/registry.h"
 #include "store/drive_probe.h"
 #include "store/hash_journal.h"
 #include "store/heat.h"
@@ -49,7 +48,7 @@ namespace {
 // The metadata files copied into the store (their hashes are recorded; the
 // engine reads them from the store). Shards are recorded by name and size only:
 // their content is covered expert by expert and by the spine files' hashes.
-const char* const kCopiedFiles[] = {"config.json", "tiktoken.model", "tokenizer_config.json"};
+const char* const kCopiedFiles[] = {"config.json", "tiktoken.model", "tokenizer_config.json", "tokenizer.json"};
 
 // Spine goes BF16 (exact) while it takes at most this share of the RAM budget;
 // the rest is the expert cache's, and a cache of a few percent of the experts
@@ -176,12 +175,13 @@ SetupReport run_setup(const SetupOptions& o) {
 
   const auto t0 = std::chrono::steady_clock::now();
   SetupReport report;
-  std::optional<K3Checkpoint> opened;
-  const K3Checkpoint& k = o.checkpoint ? *o.checkpoint : opened.emplace(load_k3_checkpoint(o.from));
+  std::unique_ptr<FamilyCheckpoint> opened;
+  const FamilyCheckpoint& k = o.checkpoint ? *o.checkpoint : *(opened = open_family_checkpoint(o.from));
   const bool streamed = o.remote.has_value();
-  const K3Config& c = k.config;
-  const int64_t L = c.num_hidden_layers, E = c.num_experts;
-  const uint64_t record_bytes = k3_expert_record_bytes(c);
+  const int64_t L = k.layers(), E = k.experts();
+  const std::vector<int64_t> moe_layers = k.moe_layers();
+  const auto is_moe_layer = [&](int64_t l) { return std::binary_search(moe_layers.begin(), moe_layers.end(), l); };
+  const uint64_t record_bytes = k.record_bytes();
 
   // Source identity.
   StoreManifest m;
@@ -191,7 +191,7 @@ SetupReport run_setup(const SetupOptions& o) {
     if (!fs::exists(fs::path(o.from) / name)) continue;
     m.source_files.push_back(source_meta(o.from, name, &copies[name]));
   }
-  for (const auto& shard : k.tensors.shards())
+  for (const auto& shard : k.tensors().shards())
     m.source_files.push_back({fs::path(shard->path()).filename().string(), shard->file_size(), ""});
 
   // The store directory; an existing manifest must describe the same source.
@@ -220,10 +220,15 @@ SetupReport run_setup(const SetupOptions& o) {
 
   // Spine format and the RAM budget.
   const SpinePlan bf16_plan = plan_spine(k, SpineFormat::BF16);
-  const SpinePlan int8_plan = plan_spine(k, SpineFormat::Int8Row);
+  if ((o.spine == "int8" || o.spine == "int8-row") && !k.int8_row_spine())
+    fail("--spine int8: an int8-row spine is not available for ", k.family(), " models; their spine stays bf16");
+  // A family without an int8-row loader gets the BF16 plan for both, so auto keeps it.
+  const SpinePlan int8_plan = k.int8_row_spine() ? plan_spine(k, SpineFormat::Int8Row) : bf16_plan;
   const double budget = o.ram_gb ? *o.ram_gb * 1024.0 * 1024.0 * 1024.0 : static_cast<double>(physical_ram());
   const std::string budget_source = o.ram_gb ? "--ram-gb" : "physical RAM";
-  const SpineChoice spine = choose_spine(o.spine, bf16_plan.resident_bytes, int8_plan.resident_bytes, budget, budget_source);
+  const SpineChoice spine =
+      k.int8_row_spine() ? choose_spine(o.spine, bf16_plan.resident_bytes, int8_plan.resident_bytes, budget, budget_source)
+                         : SpineChoice{SpineFormat::BF16, cat("the only spine ", k.family(), " models load")};
   const SpinePlan& plan = spine.format == SpineFormat::BF16 ? bf16_plan : int8_plan;
   m.spine_format = spine.format;
   m.spine_reason = spine.reason;
@@ -265,8 +270,7 @@ SetupReport run_setup(const SetupOptions& o) {
   PlacementInput pin;
   pin.layers = L;
   pin.experts = E;
-  for (int64_t l = 0; l < L; ++l)
-    if (c.is_moe_layer(l)) pin.moe_layers.push_back(l);
+  pin.moe_layers = moe_layers;
   pin.drive_bytes_per_s = report.drive_bytes_per_s;
   if (o.replicate_hot > 0) {
     if (!file_exists(store + "/heat.json")) {
@@ -275,7 +279,7 @@ SetupReport run_setup(const SetupOptions& o) {
     } else {
       const HeatHistogram heat = HeatHistogram::load(store, L, E);
       for (const auto& [l, e] : heat.hottest(static_cast<size_t>(o.replicate_hot) + static_cast<size_t>(E)))
-        if (c.is_moe_layer(l) && pin.replicate.size() < static_cast<size_t>(o.replicate_hot)) pin.replicate.push_back({l, e});
+        if (is_moe_layer(l) && pin.replicate.size() < static_cast<size_t>(o.replicate_hot)) pin.replicate.push_back({l, e});
       say(cat("--replicate-hot ", o.replicate_hot, ": ", pin.replicate.size(), " hottest experts get a second drive",
               pin.replicate.size() < static_cast<size_t>(o.replicate_hot) ? " (no others have been used)" : ""));
     }
@@ -402,7 +406,10 @@ SetupReport run_setup(const SetupOptions& o) {
   for (size_t d = 0; d < drives.size(); ++d)
     for (int64_t l : pin.moe_layers)
       fs::create_directories(drives[d] + "/" + fs::path(expert_relative_path(l, 0)).parent_path().string());
+  m.family = k.family();
   m.layers = L;
+  m.moe_layers = moe_layers;
+  m.record = k.record_layout();
   m.experts = E;
   m.entries.assign(static_cast<size_t>(L * E), ExpertEntry{});
   // A streamed rebuild trusts the hashes of the store it replaces only when

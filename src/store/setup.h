@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "format/k3_checkpoint.h"
+#include "model/common/family_checkpoint.h"
 #include "store/store_manifest.h"
 
 namespace deltafin {
@@ -35,7 +35,7 @@ struct SetupOptions {
   // The spine is written as usual; experts are not copied, only placed, and
   // the manifest gets `remote`. write_remote_files runs after the spine and
   // before the manifest (which marks the store complete).
-  const K3Checkpoint* checkpoint = nullptr;
+  const FamilyCheckpoint* checkpoint = nullptr;
   std::optional<RemoteSource> remote;
   std::function<void(const std::string& store)> write_remote_files;
 

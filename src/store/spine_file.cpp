@@ -26,14 +26,6 @@ float round_half_even(float v) {
 
 }  // namespace
 
-bool int8_row_target(const std::string& name) {
-  static const char* const kept[] = {"conv1d",    "norm",      "A_log",  "dt_bias",     "res_proj",
-                                     "e_score_correction_bias", ".experts.", "vision", "mm_projector"};
-  for (const char* k : kept)
-    if (name.find(k) != std::string::npos) return false;
-  return name != "language_model.model.embed_tokens.weight";  // a lookup reads one row: kept BF16
-}
-
 void quantize_int8_rows(const std::string& name, size_t row0, size_t rows, size_t cols, const uint8_t* bf16,
                         int8_t* q, uint16_t* scales) {
   std::vector<float> x(cols);

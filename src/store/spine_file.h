@@ -15,10 +15,6 @@ namespace deltafin {
 
 class K3Checkpoint;
 
-// True for the tensors §5.2 quantises in int8-row mode, by name (the caller
-// also requires a rank-2 BF16 tensor).
-bool int8_row_target(const std::string& tensor_name);
-
 // §5.2 row quantisation of a BF16 matrix: int8 data and f16 scales. Throws
 // naming `name` and the row on a non-finite value.
 Matrix quantize_int8_row(const std::string& name, const Matrix& bf16);

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "format/k3_tensors.h"
 #include "store/spine_file.h"
 #include "util/error.h"
 
@@ -11,24 +10,10 @@ namespace deltafin {
 
 namespace {
 
-const std::string kLayerPrefix = "language_model.model.layers.";
-
-// Layer index of a per-layer tensor name, -1 for the globals.
-int64_t layer_of(const std::string& name) {
-  if (name.rfind(kLayerPrefix, 0) != 0) return -1;
-  return std::stoll(name.substr(kLayerPrefix.size()));
-}
-
 std::string layer_file(int64_t layer) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "spine/L%03lld.bin", static_cast<long long>(layer));
   return buf;
-}
-
-// load_k3_weights reads rank-2 BF16 tensors as matrices, except the AttnRes
-// pseudo-queries ([1, d], read as vectors); everything else as fp32 vectors.
-bool loaded_as_matrix(const TensorSpec& s) {
-  return s.shape.size() == 2 && s.dtype == DType::BF16 && s.name.find("res_proj") == std::string::npos;
 }
 
 void write_zeros(const std::function<void(const uint8_t*, size_t)>& out, uint64_t n) {
@@ -42,19 +27,21 @@ void write_zeros(const std::function<void(const uint8_t*, size_t)>& out, uint64_
 
 }  // namespace
 
-SpinePlan plan_spine(const K3Checkpoint& k, SpineFormat format) {
+SpinePlan plan_spine(const FamilyCheckpoint& k, SpineFormat format) {
+  if (format == SpineFormat::Int8Row && !k.int8_row_spine())
+    fail(k.tensors().dir(), ": an int8-row spine is not available for ", k.family(), " models (use --spine bf16)");
   SpinePlan plan;
   plan.format = format;
-  const int64_t L = k.config.num_hidden_layers;
+  const int64_t L = k.layers();
   std::vector<SpineFilePlan> files(static_cast<size_t>(L + 1));  // [0] globals, [1 + l] layer l
   files[0].path = "spine/globals.bin";
   for (int64_t l = 0; l < L; ++l) files[static_cast<size_t>(l + 1)].path = layer_file(l);
 
-  for (const TensorSpec& s : k3_language_tensors(k.config, k.kda_gate_rank)) {
-    if (s.name.find(".experts.") != std::string::npos) continue;  // routed experts live on the drives
-    TensorRef ref = k.tensor(s.name);
-    SpineFilePlan& f = files[static_cast<size_t>(layer_of(s.name) + 1)];
-    const bool quantize = format == SpineFormat::Int8Row && loaded_as_matrix(s) && int8_row_target(s.name);
+  for (const SpineTensorSpec& spec : k.spine_tensors()) {
+    const TensorSpec& s = spec.tensor;
+    if (spec.layer < -1 || spec.layer >= L) fail(s.name, ": layer ", spec.layer, " is outside the model's ", L, " layers");
+    SpineFilePlan& f = files[static_cast<size_t>(spec.layer + 1)];
+    const bool quantize = format == SpineFormat::Int8Row && spec.int8_row;
     f.sources.push_back({s.name, quantize});
     if (quantize) {
       const uint64_t rows = s.shape[0], cols = s.shape[1];
@@ -62,8 +49,10 @@ SpinePlan plan_spine(const K3Checkpoint& k, SpineFormat format) {
       f.tensors.push_back({spine_scale_name(s.name), DType::F16, {rows}, 0, rows * 2});
       plan.resident_bytes += rows * cols + rows * 2;
     } else {
-      f.tensors.push_back({s.name, ref.info->dtype, ref.info->shape, 0, ref.info->bytes()});
-      plan.resident_bytes += loaded_as_matrix(s) ? ref.info->bytes() : ref.info->elements() * sizeof(float);
+      f.tensors.push_back({s.name, s.dtype, s.shape, 0, s.bytes()});
+      uint64_t elements = 1;
+      for (uint64_t d : s.shape) elements *= d;
+      plan.resident_bytes += spec.matrix ? s.bytes() : elements * sizeof(float);
     }
   }
   for (SpineFilePlan& f : files) {
@@ -74,7 +63,7 @@ SpinePlan plan_spine(const K3Checkpoint& k, SpineFormat format) {
   return plan;
 }
 
-void generate_spine_file(const K3Checkpoint& k, const SpineFilePlan& plan,
+void generate_spine_file(const FamilyCheckpoint& k, const SpineFilePlan& plan,
                          const std::function<void(const uint8_t*, size_t)>& out, uint64_t chunk_bytes) {
   const uint64_t chunk = std::max<uint64_t>(1, chunk_bytes);
   out(reinterpret_cast<const uint8_t*>(plan.head.data()), plan.head.size());
@@ -86,7 +75,8 @@ void generate_spine_file(const K3Checkpoint& k, const SpineFilePlan& plan,
   std::vector<uint8_t> buf;
   size_t ti = 0;  // index into plan.tensors
   for (const SpineSourceTensor& src : plan.sources) {
-    TensorRef ref = k.tensor(src.name);
+    TensorRef ref = k.tensors().find(src.name);
+    if (!ref) fail(k.tensors().dir(), ": tensor '", src.name, "' not found");
     const TensorInfo& info = *ref.info;
     const SpineTensor& dst = plan.tensors[ti++];
     pad_to(dst.offset);

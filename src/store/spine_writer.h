@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "format/k3_checkpoint.h"
+#include "model/common/family_checkpoint.h"
 #include "store/spine_layout.h"
 #include "store/store_manifest.h"
 
@@ -31,16 +31,18 @@ struct SpinePlan {
   SpineFormat format = SpineFormat::BF16;
   std::vector<SpineFilePlan> files;
   uint64_t file_bytes = 0;      // sum of the files' sizes
-  uint64_t resident_bytes = 0;  // RAM once loaded (load_k3_weights: matrices as stored, vectors as fp32)
+  uint64_t resident_bytes = 0;  // RAM once loaded (matrices as stored, vectors as fp32)
 };
 
-SpinePlan plan_spine(const K3Checkpoint& checkpoint, SpineFormat format);
+// One file of the globals (spine/globals.bin) and one per layer
+// (spine/L003.bin); an int8-row plan quantises the tensors the family marks.
+SpinePlan plan_spine(const FamilyCheckpoint& checkpoint, SpineFormat format);
 
 // Produces one file's bytes in order into `out`, which may write them to a
 // file, hash them, or both; `out` may throw to stop (Ctrl-C). The source is
 // read about `chunk_bytes` at a time (whole rows for a quantised matrix); the
 // output does not depend on it.
-void generate_spine_file(const K3Checkpoint& checkpoint, const SpineFilePlan& plan,
+void generate_spine_file(const FamilyCheckpoint& checkpoint, const SpineFilePlan& plan,
                          const std::function<void(const uint8_t*, size_t)>& out, uint64_t chunk_bytes = 8u << 20);
 
 }  // namespace deltafin

@@ -19,9 +19,9 @@ namespace {
 
 using nlohmann::json;
 
-// K3: layer 0 is the dense layer, every later one is MoE (K3Config::is_moe_layer).
-// The manifest lists placements for exactly those layers.
-constexpr int64_t kFirstMoeLayer = 1;
+// Stores before version 4 are Kimi K3's: layer 0 is the dense layer, every
+// later one is MoE. The manifest lists placements for exactly the MoE layers.
+constexpr int64_t kK3FirstMoeLayer = 1;
 
 std::string manifest_path(const std::string& store_dir) {
   return (std::filesystem::path(store_dir) / "store.json").string();
@@ -192,6 +192,10 @@ std::string StoreManifest::file_on_drive(int drive, int64_t layer, int64_t exper
 
 uint64_t StoreManifest::bytes_on_drive(int drive) const { return striped() ? stripe_bytes(drive) : expert_bytes; }
 
+bool StoreManifest::is_moe_layer(int64_t layer) const {
+  return std::binary_search(moe_layers.begin(), moe_layers.end(), layer);
+}
+
 const ExpertEntry& StoreManifest::entry(int64_t layer, int64_t expert) const {
   if (layer < 0 || layer >= layers || expert < 0 || expert >= experts)
     fail("store manifest: no entry for (layer ", layer, ", expert ", expert, "); the store has ", layers, " layers x ",
@@ -295,9 +299,41 @@ StoreManifest load_store_manifest(const std::string& store_dir) {
   m.layers = top.count("layers");
   m.experts = top.count("experts");
   m.expert_bytes = top.u64("expert_bytes");
-  if (m.layers < 2) fail(file, ": field 'layers' = ", m.layers, " (a K3 model has at least 2)");
+  if (m.layers < 1) fail(file, ": field 'layers' = ", m.layers, " (must be at least 1)");
   if (m.experts < 1) fail(file, ": field 'experts' = ", m.experts, " (must be at least 1)");
   if (m.expert_bytes == 0) fail(file, ": field 'expert_bytes' must be > 0");
+  if (version >= 4) {
+    m.family = top.str("family");
+    const json& layers = top.array("moe_layers");
+    for (size_t k = 0; k < layers.size(); ++k) {
+      const uint64_t l = top.as_u64(layers[k], cat("moe_layers[", k, "]"));
+      if (l >= static_cast<uint64_t>(m.layers) || (k && static_cast<int64_t>(l) <= m.moe_layers.back()))
+        fail(file, ": field 'moe_layers[", k, "]' = ", l, ": layers must rise and be below 'layers' (", m.layers, ")");
+      m.moe_layers.push_back(static_cast<int64_t>(l));
+    }
+    if (m.moe_layers.empty()) fail(file, ": field 'moe_layers' is empty (a store holds routed experts)");
+    const json& parts = top.array("record");
+    uint64_t at = 0;
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const std::string p = item("record", k);
+      Fields f(parts[k], file, p);
+      RecordPart part;
+      part.tensor = f.str("tensor");
+      part.dtype = f.str("dtype");
+      for (const json& d : f.array("shape")) part.shape.push_back(f.as_u64(d, p + ".shape"));
+      part.offset = f.u64("offset");
+      part.bytes = f.u64("bytes");
+      if (part.offset != at) fail(file, ": field '", p, ".offset' = ", part.offset, ", expected ", at, " (parts are back to back)");
+      at += part.bytes;
+      f.no_other_fields({"tensor", "dtype", "shape", "offset", "bytes"});
+      m.record.push_back(std::move(part));
+    }
+    if (at != m.expert_bytes)
+      fail(file, ": field 'record': the parts hold ", at, " bytes, but 'expert_bytes' is ", m.expert_bytes);
+  } else {
+    if (m.layers < 2) fail(file, ": field 'layers' = ", m.layers, " (a K3 model has at least 2)");
+    for (int64_t l = kK3FirstMoeLayer; l < m.layers; ++l) m.moe_layers.push_back(l);
+  }
 
   if (root.contains("remote")) {
     if (version < 2) fail(file, ": unknown field 'remote' (version 1 manifests have no mirror)");
@@ -323,14 +359,14 @@ StoreManifest load_store_manifest(const std::string& store_dir) {
 
   {
     const json& placement = top.array("placement");
-    const size_t want = static_cast<size_t>((m.layers - kFirstMoeLayer) * m.experts);
+    const size_t want = m.moe_layers.size() * static_cast<size_t>(m.experts);
     if (placement.size() != want)
       fail(file, ": field 'placement' has ", placement.size(), " entries, expected one per MoE (layer, expert) = ", want);
     m.entries.assign(static_cast<size_t>(m.layers * m.experts), ExpertEntry{});
     for (size_t i = 0; i < placement.size(); ++i) {
       const std::string p = item("placement", i);
       Fields f(placement[i], file, p);
-      const int64_t layer = kFirstMoeLayer + static_cast<int64_t>(i) / m.experts;
+      const int64_t layer = m.moe_layers[i / static_cast<size_t>(m.experts)];
       const int64_t expert = static_cast<int64_t>(i) % m.experts;
       // Listed in (layer, expert) order, so the position says which one it is;
       // the explicit fields make the file readable and catch a shifted list.
@@ -380,13 +416,18 @@ StoreManifest load_store_manifest(const std::string& store_dir) {
     }
   }
   top.no_other_fields(
-      {"format", "version", "source", "spine", "drives", "layers", "experts", "expert_bytes", "stripe_offsets", "remote",
-       "placement"});
+      {"format", "version", "source", "spine", "drives", "family", "layers", "moe_layers", "experts", "expert_bytes",
+       "record", "stripe_offsets", "remote", "placement"});
   return m;
 }
 
 void save_store_manifest(const std::string& store_dir, const StoreManifest& m) {
-  if (m.layers < 2 || m.experts < 1 || m.entries.size() != static_cast<size_t>(m.layers * m.experts))
+  // A manifest made in code without its MoE layers is a K3 one (1 .. L-1).
+  std::vector<int64_t> moe_layers = m.moe_layers;
+  if (moe_layers.empty() && m.family == "kimi_k3")
+    for (int64_t l = kK3FirstMoeLayer; l < m.layers; ++l) moe_layers.push_back(l);
+  if (m.layers < 1 || m.experts < 1 || moe_layers.empty() ||
+      m.entries.size() != static_cast<size_t>(m.layers * m.experts))
     fail("save_store_manifest: entries has ", m.entries.size(), " items for ", m.layers, " layers x ", m.experts,
          " experts");
   // ordered_json: the file reads top-down in the order of the header.
@@ -403,10 +444,10 @@ void save_store_manifest(const std::string& store_dir, const StoreManifest& m) {
   // (82,432 lines), where an indented dump would spread each over ten lines
   // and building them as JSON objects costs most of a second.
   std::string lines = "[";
-  for (int64_t l = kFirstMoeLayer; l < m.layers; ++l)
+  for (int64_t l : moe_layers)
     for (int64_t e = 0; e < m.experts; ++e) {
       const ExpertEntry& x = m.entries[static_cast<size_t>(l * m.experts + e)];
-      lines += l == kFirstMoeLayer && e == 0 ? "\n  " : ",\n  ";
+      lines += l == moe_layers.front() && e == 0 ? "\n  " : ",\n  ";
       lines += "{\"layer\":" + std::to_string(l) + ",\"expert\":" + std::to_string(e) + ",\"drives\":[";
       for (size_t k = 0; k < x.drives.size(); ++k) lines += (k ? "," : "") + std::to_string(x.drives[k]);
       lines += "],\"sha256\":\"" + (x.hash_known ? to_hex(x.sha256) : std::string()) +
@@ -418,19 +459,30 @@ void save_store_manifest(const std::string& store_dir, const StoreManifest& m) {
       }
       lines += "}";
     }
-  lines += m.layers > kFirstMoeLayer ? "\n ]" : "]";
+  lines += "\n ]";
+  ojson record = ojson::array();
+  for (const RecordPart& p : m.record)
+    record.push_back({{"tensor", p.tensor}, {"dtype", p.dtype}, {"shape", p.shape}, {"offset", p.offset}, {"bytes", p.bytes}});
+  // A store read from a manifest before version 4 (a K3 store) has no record
+  // layout to write; it keeps its version and reads back as it was.
+  const bool v4 = !m.record.empty();
+  if (!v4 && (m.family != "kimi_k3" || moe_layers.front() != 1 || moe_layers.size() != static_cast<size_t>(m.layers - 1)))
+    fail("save_store_manifest: a ", m.family, " store needs its record layout");
   ojson root = {{"format", "deltafin-store"},
-               {"version", m.version},
+               {"version", v4 ? kStoreManifestVersion : std::min(m.version, 3)},
                {"source", {{"dir", m.source_dir}, {"files", files}}},
                {"spine",
                 {{"format", spine_format_name(m.spine_format)},
                  {"reason", m.spine_reason},
                  {"bytes", m.spine_bytes},
                  {"files", spine_files}}},
-               {"drives", drives},
-               {"layers", m.layers},
-               {"experts", m.experts},
-               {"expert_bytes", m.expert_bytes}};
+               {"drives", drives}};
+  if (v4) root["family"] = m.family;
+  root["layers"] = m.layers;
+  if (v4) root["moe_layers"] = moe_layers;
+  root["experts"] = m.experts;
+  root["expert_bytes"] = m.expert_bytes;
+  if (v4) root["record"] = record;
   if (m.striped()) {
     if (m.stripe_offsets.size() != m.drives.size() + 1)
       fail("save_store_manifest: ", m.stripe_offsets.size(), " stripe offsets for ", m.drives.size(), " drives");

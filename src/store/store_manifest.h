@@ -10,11 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "model/common/family_checkpoint.h"
+
 namespace deltafin {
 
 // Version 2 added the optional "remote" section (setup --stream), version 3
-// striped stores ("stripe_offsets"); older stores are still read.
-constexpr int kStoreManifestVersion = 3;
+// striped stores ("stripe_offsets"), version 4 the model family, its MoE
+// layers and the expert record's layout ("family", "moe_layers", "record");
+// older stores are still read (as Kimi K3 stores: MoE layers 1 .. L-1).
+constexpr int kStoreManifestVersion = 4;
 
 enum class SpineFormat { BF16, Int8Row };
 const char* spine_format_name(SpineFormat f);            // "bf16" | "int8-row"
@@ -75,7 +79,10 @@ struct StoreManifest {
   uint64_t spine_bytes = 0;          // resident bytes once loaded
   std::vector<SpineFileEntry> spine_files;
   std::vector<StoreDrive> drives;
+  std::string family = "kimi_k3";    // model/registry.h's name
   int64_t layers = 0, experts = 0;   // num_hidden_layers, n_routed_experts
+  std::vector<int64_t> moe_layers;   // 0-based layers with routed experts, ascending
+  std::vector<RecordPart> record;    // the record's layout (empty in stores before version 4)
   uint64_t expert_bytes = 0;         // every record has this size (k3_expert_record_bytes)
   // Empty: every expert file holds a whole record (the "whole" layout).
   // Otherwise the store is striped: drives.size() + 1 byte offsets into every
@@ -88,6 +95,7 @@ struct StoreManifest {
   std::optional<RemoteSource> remote;  // set for streamed stores
 
   const ExpertEntry& entry(int64_t layer, int64_t expert) const;
+  bool is_moe_layer(int64_t layer) const;
   // <drive>/deltafin-experts/L{layer:03d}/E{expert:03d}.bin
   std::string expert_path(int drive, int64_t layer, int64_t expert) const;
   bool striped() const { return !stripe_offsets.empty(); }

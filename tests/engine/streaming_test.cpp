@@ -1,7 +1,8 @@
 // Exactness of streamed runs (design.md §5.3): logits from a store, with any
 // cache budget, drive count, lookahead mode, I/O engine and thread count, are
-// bit-identical to the all-resident run of the same checkpoint. And faults:
-// a damaged expert is never used; with a replica the run goes on unchanged.
+// bit-identical to the all-resident run of the same checkpoint, for every
+// family (Kimi K3; Qwen3-MoE with a dense layer between its MoE layers). And
+// faults: a damaged expert is never used; with a replica the run goes on unchanged.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include "engine/loaded_model.h"
 #include "io/aligned_buffer.h"
 #include "model/kimi_k3/generator.h"
+#include "model/qwen3_moe/qwen3_moe_generator.h"
 #include "store/heat.h"
 #include "store/setup.h"
 #include "store/spine_file.h"
@@ -42,8 +44,17 @@ std::vector<float> logits_of(K3Model& model, const std::vector<uint32_t>& ids, b
   return out;
 }
 
-std::vector<float> logits_of(LoadedK3& m, const std::vector<uint32_t>& ids, bool decode) {
-  return logits_of(*m.model, ids, decode);
+// The same through the family interface, for any loaded model.
+std::vector<float> logits_of(LoadedModel& m, const std::vector<uint32_t>& ids, bool decode) {
+  CausalModel& model = m.causal();
+  std::unique_ptr<ModelSession> s = model.new_session();
+  if (!decode) return model.forward(*s, ids, true).v;
+  std::vector<float> out;
+  for (uint32_t id : ids) {
+    Rows r = model.forward(*s, std::span<const uint32_t>(&id, 1), true);
+    out.insert(out.end(), r.v.begin(), r.v.end());
+  }
+  return out;
 }
 
 bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
@@ -53,28 +64,39 @@ bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
 // A generated checkpoint, its resident logits, and stores over 1..3 drives.
 struct World {
   test::TempDir root;
-  std::string ckpt;
+  std::string family, ckpt;
+  ModelSummary summary;
   std::vector<uint32_t> ids;
   std::vector<float> prefill, decode;
   std::map<std::string, std::string> stores;  // name -> store dir
 
-  explicit World(const std::string& preset, size_t n_tokens) {
+  World(const std::string& family_name, const std::string& preset, size_t n_tokens) : family(family_name) {
     ckpt = root.path() + "/ckpt";
-    GenerateOptions o;
-    o.out_dir = ckpt;
-    o.seed = 21;
-    o.dims = preset_dims(preset);
-    o.progress = false;
-    generate_k3_checkpoint(o);
-    auto m = load_k3_resident(ckpt, 1);
-    ids = test::random_tokens(4, n_tokens, static_cast<uint32_t>(m->config.vocab_size));
+    if (family == "kimi_k3") {
+      GenerateOptions o;
+      o.out_dir = ckpt;
+      o.seed = 21;
+      o.dims = preset_dims(preset);
+      o.progress = false;
+      generate_k3_checkpoint(o);
+    } else {
+      Qwen3MoeGenerateOptions o;
+      o.out_dir = ckpt;
+      o.seed = 21;
+      o.dims = qwen3_moe_preset(preset);
+      o.dims.layers = 4, o.dims.mlp_only_layers = {1};  // MoE layers 0, 2, 3: not contiguous
+      generate_qwen3_moe_checkpoint(o);
+    }
+    auto m = load_resident(ckpt, 1);
+    summary = m->summary();
+    ids = test::random_tokens(4, n_tokens, static_cast<uint32_t>(summary.vocab));
     prefill = logits_of(*m, ids, false);
     decode = logits_of(*m, ids, true);
   }
 
   // A store over `drives` directories; replicate: every expert on two drives.
-  std::string store(int drives, bool replicate = false) {
-    const std::string name = std::to_string(drives) + (replicate ? "r" : "");
+  std::string store(int drives, bool replicate = false, const std::string& layout = "auto") {
+    const std::string name = std::to_string(drives) + (replicate ? "r" : "") + (layout == "striped" ? "s" : "");
     auto it = stores.find(name);
     if (it != stores.end()) return it->second;
     SetupOptions s;
@@ -87,15 +109,15 @@ struct World {
     }
     s.spine = "bf16";
     s.quiet = true;
+    s.layout = layout;
     if (replicate) {
       // Replication follows the heat histogram: make every expert warm.
-      K3Config c = load_k3_config(ckpt + "/config.json");
-      HeatHistogram h(c.num_hidden_layers, c.num_experts);
-      for (int64_t l = 1; l < c.num_hidden_layers; ++l)
-        for (int64_t e = 0; e < c.num_experts; ++e) h.add(l, e, 1.0 + static_cast<double>(e));
+      HeatHistogram h(summary.layers, summary.experts);
+      for (int64_t l : summary.moe_layers)
+        for (int64_t e = 0; e < summary.experts; ++e) h.add(l, e, 1.0 + static_cast<double>(e));
       fs::create_directories(s.store);
       h.save(s.store);
-      s.replicate_hot = (c.num_hidden_layers - 1) * c.num_experts;
+      s.replicate_hot = static_cast<int64_t>(summary.moe_layers.size()) * summary.experts;
     }
     run_setup(s);
     return stores[name] = s.store;
@@ -103,22 +125,31 @@ struct World {
 };
 
 World& tiny() {
-  static World w("tiny", 12);
+  static World w("kimi_k3", "tiny", 12);
+  return w;
+}
+
+World& tiny_qwen3_moe() {
+  static World w("qwen3_moe", "tiny", 12);
   return w;
 }
 
 struct Case {
+  std::string family;
   int drives;
   double cache_gb;  // < 0: everything; 0: the working set only
   LookaheadMode lookahead;
   IoEngine io;
   int threads;
+  bool replicate = false;       // every expert on two drives (whole layout)
+  std::string layout = "auto";  // or "striped"
 };
 
 std::string case_name(const Case& c) {
-  return "drives" + std::to_string(c.drives) + "_cache" +
+  return c.family + "_drives" + std::to_string(c.drives) + "_cache" +
          (c.cache_gb < 0 ? std::string("all") : c.cache_gb == 0 ? std::string("none") : std::string("small")) + "_" +
-         lookahead_mode_name(c.lookahead) + "_" + io_engine_name(c.io) + "_t" + std::to_string(c.threads);
+         lookahead_mode_name(c.lookahead) + "_" + io_engine_name(c.io) + "_t" + std::to_string(c.threads) +
+         (c.replicate ? "_replicated" : "") + (c.layout == "striped" ? "_striped" : "");
 }
 
 EngineOptions engine_options(const Case& c) {
@@ -137,11 +168,12 @@ class StreamedExactness : public ::testing::TestWithParam<Case> {};
 
 TEST_P(StreamedExactness, LogitsBitIdenticalToResident) {
   const Case& c = GetParam();
-  World& w = tiny();
-  const std::string store = w.store(c.drives);
+  World& w = c.family == "kimi_k3" ? tiny() : tiny_qwen3_moe();
+  const std::string store = w.store(c.drives, c.replicate, c.layout);
   EngineOptions o = engine_options(c);
   if (c.cache_gb > 0) o.cache_gb = 3.0 * static_cast<double>(load_store_manifest(store).expert_bytes) / 1e9 * 4;
-  auto m = load_k3_store(store, o);
+  auto m = load_store(store, o);
+  EXPECT_EQ(m->family->name, c.family);
   EXPECT_TRUE(bit_identical(logits_of(*m, w.ids, true), w.decode)) << "decode";
   EXPECT_TRUE(bit_identical(logits_of(*m, w.ids, false), w.prefill)) << "prefill";
   // Every demanded expert was a hit, a read, or a prefetch caught in flight.
@@ -158,21 +190,27 @@ TEST_P(StreamedExactness, LogitsBitIdenticalToResident) {
 // Every value of every knob appears, mixed with the others.
 INSTANTIATE_TEST_SUITE_P(
     Knobs, StreamedExactness,
-    ::testing::Values(Case{1, 0, LookaheadMode::Off, IoEngine::Pread, 1}, Case{1, -1, LookaheadMode::On, IoEngine::Uring, 2},
-                      Case{1, 1, LookaheadMode::Auto, IoEngine::Uring, 1}, Case{2, 0, LookaheadMode::On, IoEngine::Uring, 1},
-                      Case{2, 1, LookaheadMode::Off, IoEngine::Pread, 2}, Case{2, -1, LookaheadMode::Auto, IoEngine::Pread, 1},
-                      Case{3, 0, LookaheadMode::Auto, IoEngine::Uring, 2}, Case{3, 1, LookaheadMode::On, IoEngine::Pread, 1},
-                      Case{3, -1, LookaheadMode::Off, IoEngine::Uring, 1}, Case{3, 0, LookaheadMode::On, IoEngine::Pread, 2}),
+    ::testing::Values(Case{"kimi_k3", 1, 0, LookaheadMode::Off, IoEngine::Pread, 1}, Case{"kimi_k3", 1, -1, LookaheadMode::On, IoEngine::Uring, 2},
+                      Case{"kimi_k3", 1, 1, LookaheadMode::Auto, IoEngine::Uring, 1}, Case{"kimi_k3", 2, 0, LookaheadMode::On, IoEngine::Uring, 1},
+                      Case{"kimi_k3", 2, 1, LookaheadMode::Off, IoEngine::Pread, 2}, Case{"kimi_k3", 2, -1, LookaheadMode::Auto, IoEngine::Pread, 1},
+                      Case{"kimi_k3", 3, 0, LookaheadMode::Auto, IoEngine::Uring, 2}, Case{"kimi_k3", 3, 1, LookaheadMode::On, IoEngine::Pread, 1},
+                      Case{"kimi_k3", 3, -1, LookaheadMode::Off, IoEngine::Uring, 1}, Case{"kimi_k3", 3, 0, LookaheadMode::On, IoEngine::Pread, 2},
+                      // Qwen3-MoE (no route lookahead: auto means off): whole, striped and replicated stores.
+                      Case{"qwen3_moe", 1, 0, LookaheadMode::Off, IoEngine::Pread, 1},
+                      Case{"qwen3_moe", 2, 1, LookaheadMode::Auto, IoEngine::Uring, 2},
+                      Case{"qwen3_moe", 2, -1, LookaheadMode::Off, IoEngine::Uring, 1, false, "striped"},
+                      Case{"qwen3_moe", 3, 0, LookaheadMode::Off, IoEngine::Pread, 2, false, "striped"},
+                      Case{"qwen3_moe", 2, 0, LookaheadMode::Off, IoEngine::Uring, 1, true}),
     [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
 
 // The small preset routes 16 of 64 experts: a 9-token prefill needs more
 // experts per layer than a working-set-only cache holds, so the engine must
 // stream them through in windows.
 TEST(StreamedExactnessSmall, PrefillLargerThanTheCache) {
-  static World w("small", 9);
+  static World w("kimi_k3", "small", 9);
   const std::string store = w.store(2);
   for (LookaheadMode la : {LookaheadMode::Off, LookaheadMode::On}) {
-    EngineOptions o = engine_options(Case{2, 0, la, IoEngine::Uring, 2});
+    EngineOptions o = engine_options(Case{"kimi_k3", 2, 0, la, IoEngine::Uring, 2});
     auto m = load_k3_store(store, o);
     EXPECT_LT(m->memory.cache_slots, 64u);
     EXPECT_TRUE(bit_identical(logits_of(*m, w.ids, false), w.prefill)) << lookahead_mode_name(la);
@@ -188,7 +226,7 @@ using test::remove_file;
 using test::truncate_file;
 
 std::vector<float> run_store(const std::string& store, const std::vector<uint32_t>& ids) {
-  auto m = load_k3_store(store, engine_options(Case{1, 0, LookaheadMode::Off, IoEngine::Pread, 1}));
+  auto m = load_k3_store(store, engine_options(Case{"kimi_k3", 1, 0, LookaheadMode::Off, IoEngine::Pread, 1}));
   return logits_of(*m, ids, true);
 }
 
@@ -229,7 +267,7 @@ TEST(StreamedFaults, ReplicaServesWhenThePrimaryIsDamaged) {
 TEST(StreamedHeat, RunsUpdateAndPersistTheHeatHistogram) {
   World& w = tiny();
   StoreCopy s(w.store(1));
-  EngineOptions o = engine_options(Case{1, 0, LookaheadMode::Off, IoEngine::Pread, 1});
+  EngineOptions o = engine_options(Case{"kimi_k3", 1, 0, LookaheadMode::Off, IoEngine::Pread, 1});
   {
     auto m = load_k3_store(s.store, o);
     logits_of(*m, w.ids, true);
@@ -259,7 +297,7 @@ TEST(StreamedInt8Spine, AnnouncedAndStreamedBitIdenticalToResidentInt8) {
   s.spine = "int8";
   s.quiet = true;
   run_setup(s);
-  auto m = load_k3_store(s.store, engine_options(Case{2, 0, LookaheadMode::On, IoEngine::Uring, 1}));
+  auto m = load_k3_store(s.store, engine_options(Case{"kimi_k3", 2, 0, LookaheadMode::On, IoEngine::Uring, 1}));
   EXPECT_EQ(m->spine_format, "int8-row");
   EXPECT_NE(m->describe().find("NOT weight-exact"), std::string::npos) << m->describe();
   std::vector<float> streamed = logits_of(*m, w.ids, true);
@@ -282,7 +320,7 @@ TEST(StreamedHeat, PinnedTierIsWarmedFromTheHeatHistogram) {
   for (int64_t e = 0; e < 4; ++e) h.add(1, e, 100.0);
   h.add(2, 5, 1.0);
   h.save(s.store);
-  EngineOptions o = engine_options(Case{1, 0, LookaheadMode::Off, IoEngine::Pread, 1});
+  EngineOptions o = engine_options(Case{"kimi_k3", 1, 0, LookaheadMode::Off, IoEngine::Pread, 1});
   o.pin_gb = 4.5 * static_cast<double>(round_up_direct(s.m.expert_bytes)) / 1e9;  // room for 4 slots
   auto m = load_k3_store(s.store, o);
   EXPECT_EQ(m->memory.pinned_slots, 4u);

@@ -25,8 +25,11 @@ StoreManifest sample() {
   m.spine_files = {{"spine/globals.bin", 8192, std::string(64, 'b')}, {"spine/L000.bin", 4096, std::string(64, 'c')}};
   m.drives = {{"/mnt/a", 3.5e9, "given by --drive-mbps"}, {"/mnt/b", 7.25e9, "probed with O_DIRECT"}};
   m.layers = 3;
+  m.moe_layers = {1, 2};
   m.experts = 4;
   m.expert_bytes = 3264;
+  m.record = {{"w1.weight_packed", "U8", {32, 48}, 0, 1536}, {"w1.weight_scale", "U8", {32, 3}, 1536, 96},
+              {"w2.weight_packed", "U8", {32, 48}, 1632, 1536}, {"w2.weight_scale", "U8", {32, 3}, 3168, 96}};
   m.entries.resize(12);
   for (int64_t l = 1; l < 3; ++l)
     for (int64_t e = 0; e < 4; ++e) {
@@ -51,6 +54,53 @@ void expect_bad(const std::function<void(json&)>& edit, std::initializer_list<st
 }
 
 }  // namespace
+
+// Version 4 records the family, its MoE layers and the record layout; an
+// older manifest is a K3 store (MoE layers 1 .. L-1) and stays readable.
+TEST(StoreManifest, FamilyMoeLayersAndRecordLayout) {
+  TempDir dir;
+  StoreManifest m = sample();
+  m.family = "qwen3_moe";
+  m.moe_layers = {0, 2};  // layer 1 dense (mlp_only_layers)
+  m.entries.assign(12, ExpertEntry{});
+  for (int64_t l : m.moe_layers)
+    for (int64_t e = 0; e < 4; ++e) m.entries[l * 4 + e].drives = {0};
+  save_store_manifest(dir.path(), m);
+  const StoreManifest b = load_store_manifest(dir.path());
+  EXPECT_EQ(b.family, "qwen3_moe");
+  EXPECT_EQ(b.moe_layers, (std::vector<int64_t>{0, 2}));
+  EXPECT_TRUE(b.is_moe_layer(2));
+  EXPECT_FALSE(b.is_moe_layer(1));
+  ASSERT_EQ(b.record.size(), 4u);
+  EXPECT_EQ(b.record[2].tensor, "w2.weight_packed");
+  EXPECT_EQ(b.record[3].offset, 3168u);
+  EXPECT_EQ(b.record[1].shape, (std::vector<uint64_t>{32, 3}));
+
+  // A version 3 manifest (no family, no layers list, no record).
+  json j = json::parse(read_text_file(dir.file("store.json")));
+  save_store_manifest(dir.path(), sample());
+  j = json::parse(read_text_file(dir.file("store.json")));
+  j["version"] = 3;
+  j.erase("family"), j.erase("moe_layers"), j.erase("record");
+  write_file_atomic(dir.file("store.json"), j.dump());
+  const StoreManifest old = load_store_manifest(dir.path());
+  EXPECT_EQ(old.family, "kimi_k3");
+  EXPECT_EQ(old.moe_layers, (std::vector<int64_t>{1, 2}));
+  EXPECT_TRUE(old.record.empty());
+  // Saved again it keeps its version (it has no layout to add).
+  save_store_manifest(dir.path(), old);
+  EXPECT_EQ(load_store_manifest(dir.path()).version, 3);
+}
+
+TEST(StoreManifest, BadFamilyFieldsAreNamed) {
+  expect_bad([](json& j) { j["moe_layers"] = {2, 1}; }, {"'moe_layers[1]'"});
+  expect_bad([](json& j) { j["moe_layers"] = {1, 3}; }, {"'moe_layers[1]'", "3"});
+  expect_bad([](json& j) { j["moe_layers"] = json::array(); }, {"'moe_layers' is empty"});
+  expect_bad([](json& j) { j["record"][1]["offset"] = 1000; }, {"'record[1].offset'"});
+  expect_bad([](json& j) { j["record"][3]["bytes"] = 95; }, {"'record'", "3263", "3264"});
+  expect_bad([](json& j) { j["record"][0]["stride"] = 2; }, {"stride"});
+  expect_bad([](json& j) { j.erase("family"); }, {"'family'"});
+}
 
 TEST(StoreManifest, RoundTrip) {
   TempDir dir;
@@ -96,7 +146,7 @@ TEST(StoreManifest, RoundTrip) {
 }
 
 TEST(StoreManifest, BadFieldsAreNamed) {
-  expect_bad([](json& j) { j["version"] = 4; }, {"'version'", "4"});
+  expect_bad([](json& j) { j["version"] = 5; }, {"'version'", "5"});
   expect_bad([](json& j) { j["version"] = 0; }, {"'version'", "0"});
   expect_bad([](json& j) { j.erase("drives"); }, {"'drives'", "missing"});
   expect_bad([](json& j) { j["format"] = "other"; }, {"'format'"});
@@ -147,6 +197,8 @@ TEST(StoreManifest, K3Scale) {
   TempDir dir;
   StoreManifest m = sample();
   m.layers = 93;
+  m.moe_layers.clear();
+  for (int64_t l = 1; l < 93; ++l) m.moe_layers.push_back(l);
   m.experts = E;
   m.drives = {{"/d0", 7e9, "x"}, {"/d1", 7e9, "x"}, {"/d2", 7e9, "x"}, {"/d3", 7e9, "x"}};
   m.entries.assign(93 * E, ExpertEntry{});

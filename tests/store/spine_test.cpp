@@ -1,6 +1,7 @@
 // Spine files: a bf16 store loads to exactly the checkpoint's weights; an
 // int8-row store holds the §5.2 quantisation (checked against hand values and
 // the kernel's product); damaged files are named errors.
+#include "model/kimi_k3/family_checkpoint.h"
 #include "store/spine_file.h"
 
 #include <gtest/gtest.h>
@@ -285,7 +286,7 @@ TEST(SpineLayout, PayloadsAligned) {
 TEST(SpineWriter, OutputDoesNotDependOnTheReadChunk) {
   // Small chunks split every copy and every quantised matrix into many row
   // blocks; the bytes must be the same as in one piece.
-  const K3Checkpoint& k = tiny_checkpoint();
+  const K3FamilyCheckpoint k(tiny_checkpoint());
   for (SpineFormat f : {SpineFormat::BF16, SpineFormat::Int8Row}) {
     const SpinePlan plan = plan_spine(k, f);
     for (size_t i : {size_t(0), size_t(2), plan.files.size() - 1}) {

@@ -328,7 +328,7 @@ TEST(StripedManifest, BadStripeEntriesAreNamed) {
 TEST(StripedManifest, StripesOnlyInVersion3AndNeverWithAMirror) {
   expect_bad([](json& j) { j["version"] = 2; }, {"unknown field 'stripe_offsets'", "version 2"});
   expect_bad([](json& j) { j["version"] = 1; }, {"unknown field 'stripe_offsets'", "version 1"});
-  expect_bad([](json& j) { j["version"] = 4; }, {"'version' is 4", "versions 1 to 3"});
+  expect_bad([](json& j) { j["version"] = 5; }, {"'version' is 5", "versions 1 to 4"});
   expect_bad(
       [](json& j) {
         j["remote"] = {{"url", "http://127.0.0.1:8080/k3"},
@@ -365,7 +365,12 @@ void expect_striped_store(const SetupOptions& o, size_t n, const Offsets& want) 
   const StoreManifest m = load_store_manifest(o.store);
   ASSERT_EQ(m.expert_bytes, kWideRecord);
   ASSERT_EQ(k3_expert_record_bytes(k.config), kWideRecord);
-  EXPECT_EQ(m.version, 3);
+  EXPECT_EQ(m.version, kStoreManifestVersion);
+  EXPECT_EQ(m.family, "kimi_k3");
+  // The record's layout: K3's six MXFP4 tensors, back to back, filling the record.
+  ASSERT_EQ(m.record.size(), 6u);
+  EXPECT_EQ(m.record[0].tensor, "w1.weight_packed");
+  EXPECT_EQ(m.record.back().offset + m.record.back().bytes, kWideRecord);
   ASSERT_TRUE(m.striped());
   ASSERT_EQ(m.drives.size(), n);
   EXPECT_EQ(m.stripe_offsets, want);

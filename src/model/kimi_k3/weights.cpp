@@ -8,33 +8,6 @@
 
 namespace deltafin {
 
-Matrix CheckpointSpineSource::matrix(const std::string& name) {
-  TensorRef t = k_.tensor(name);
-  if (t.info->dtype != DType::BF16 || t.info->shape.size() != 2)
-    fail(name, ": expected a BF16 matrix");  // the binder has checked; this guards misuse
-  Matrix m;
-  m.type = WeightType::BF16;
-  m.rows = t.info->shape[0];
-  m.cols = t.info->shape[1];
-  m.storage.resize(t.info->bytes());
-  t.shard->read(*t.info, m.storage.data());
-  return m;
-}
-
-std::vector<float> CheckpointSpineSource::vec(const std::string& name) {
-  TensorRef t = k_.tensor(name);
-  std::vector<uint8_t> raw(t.info->bytes());
-  t.shard->read(*t.info, raw.data());
-  std::vector<float> out(t.info->elements());
-  if (t.info->dtype == DType::F32) {
-    std::memcpy(out.data(), raw.data(), raw.size());
-  } else if (t.info->dtype == DType::BF16) {
-    for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(load_u16le(&raw[2 * i]));
-  } else {
-    fail(name, ": expected BF16 or F32");
-  }
-  return out;
-}
 
 namespace {
 
@@ -106,7 +79,7 @@ uint64_t k3_derived_weight_bytes(const K3Config& c, bool int8_row_spine) {
 }
 
 K3Weights load_k3_weights(const K3Checkpoint& k) {
-  CheckpointSpineSource source(k);
+  CheckpointSpineSource source(k.tensors);
   return load_k3_weights(k.config, source);
 }
 

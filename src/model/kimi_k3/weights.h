@@ -14,6 +14,7 @@
 #include "kernels/weights.h"
 #include "model/common/expert_source.h"
 #include "model/common/matrix.h"
+#include "model/common/spine_source.h"
 
 namespace deltafin {
 
@@ -64,28 +65,6 @@ struct K3Weights {
 
 // What load_k3_weights will add as derived_bytes, before loading (memory plans).
 uint64_t k3_derived_weight_bytes(const K3Config& config, bool int8_row_spine);
-
-// Where the spine's tensors come from: a Hugging Face checkpoint (all BF16) or
-// a deltafin store's spine files (BF16 or int8-row). Names are the checkpoint's.
-class SpineTensorSource {
-public:
-  virtual ~SpineTensorSource() = default;
-  // A rank-2 matrix in its stored type (BF16, or Int8Row in an int8-row spine).
-  virtual Matrix matrix(const std::string& name) = 0;
-  // A BF16 or F32 tensor of any shape, widened to fp32 exactly.
-  virtual std::vector<float> vec(const std::string& name) = 0;
-};
-
-// Reads the spine straight from the checkpoint's shards (the resident path).
-class CheckpointSpineSource : public SpineTensorSource {
-public:
-  explicit CheckpointSpineSource(const K3Checkpoint& checkpoint) : k_(checkpoint) {}
-  Matrix matrix(const std::string& name) override;
-  std::vector<float> vec(const std::string& name) override;
-
-private:
-  const K3Checkpoint& k_;
-};
 
 // Every spine tensor of `config`, named as in the checkpoint (k3_tensors.h).
 K3Weights load_k3_weights(const K3Config& config, SpineTensorSource& source);

@@ -172,4 +172,31 @@ Qwen3Weights load_qwen3_weights(const Qwen3Config& config, const std::string& di
   return load_qwen3_weights(config, ck);
 }
 
+Matrix spine_bf16_matrix(SpineTensorSource& source, const std::string& name, uint64_t rows, uint64_t cols) {
+  Matrix m = source.matrix(name);
+  if (m.type != WeightType::BF16 || m.rows != rows || m.cols != cols)
+    fail("spine tensor '", name, "': ", m.type == WeightType::BF16 ? "BF16" : "not BF16", " [", m.rows, ", ", m.cols,
+         "], expected BF16 [", rows, ", ", cols, "] from config.json");
+  return m;
+}
+
+std::vector<float> spine_vector(SpineTensorSource& source, const std::string& name, uint64_t n) {
+  std::vector<float> v = source.vec(name);
+  if (v.size() != n) fail("spine tensor '", name, "': ", v.size(), " elements, expected ", n, " from config.json");
+  return v;
+}
+
+Qwen3AttentionWeights load_qwen3_attention(const Qwen3Config& c, SpineTensorSource& src, int64_t i) {
+  const uint64_t d = c.hidden_size, hd = c.head_dim, q = c.q_dim(), kv = c.kv_dim();
+  Qwen3AttentionWeights a;
+  a.input_norm = spine_vector(src, layer_name(i, "input_layernorm.weight"), d);
+  a.q = spine_bf16_matrix(src, layer_name(i, "self_attn.q_proj.weight"), q, d);
+  a.k = spine_bf16_matrix(src, layer_name(i, "self_attn.k_proj.weight"), kv, d);
+  a.v = spine_bf16_matrix(src, layer_name(i, "self_attn.v_proj.weight"), kv, d);
+  a.o = spine_bf16_matrix(src, layer_name(i, "self_attn.o_proj.weight"), d, q);
+  a.q_norm = spine_vector(src, layer_name(i, "self_attn.q_norm.weight"), hd);
+  a.k_norm = spine_vector(src, layer_name(i, "self_attn.k_norm.weight"), hd);
+  return a;
+}
+
 }  // namespace deltafin

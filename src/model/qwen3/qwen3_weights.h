@@ -13,6 +13,7 @@
 #include "format/safetensors_writer.h"
 #include "kernels/weights.h"
 #include "model/common/matrix.h"
+#include "model/common/spine_source.h"
 #include "model/qwen3/qwen3_attention.h"
 #include "model/qwen3/qwen3_config.h"
 
@@ -54,6 +55,12 @@ std::vector<float> load_qwen3_vector(const Checkpoint& checkpoint, const std::st
 Qwen3AttentionWeights load_qwen3_attention(const Qwen3Config& config, const Checkpoint& checkpoint, int64_t layer);
 void append_qwen3_attention_specs(const Qwen3Config& config, int64_t layer, std::vector<TensorSpec>& out);
 uint64_t qwen3_attention_bytes(const Qwen3AttentionWeights& w);
+
+// The same from any spine source (a store's spine files): a matrix must be
+// BF16 of the given shape, a vector of n elements; errors name the tensor.
+Matrix spine_bf16_matrix(SpineTensorSource& source, const std::string& name, uint64_t rows, uint64_t cols);
+std::vector<float> spine_vector(SpineTensorSource& source, const std::string& name, uint64_t n);
+Qwen3AttentionWeights load_qwen3_attention(const Qwen3Config& config, SpineTensorSource& source, int64_t layer);
 Qwen3Weights load_qwen3_weights(const Qwen3Config& config, const std::string& dir);
 
 }  // namespace deltafin

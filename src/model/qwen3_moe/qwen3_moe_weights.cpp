@@ -66,35 +66,38 @@ Qwen3MoeWeights load_qwen3_moe_weights(const Qwen3MoeConfig& c, const Checkpoint
     if (!expected.count(name) && !(c.base.tie_word_embeddings && name == "lm_head.weight"))
       fail(ck.dir(), ": tensor '", name, "' is not part of the Qwen3-MoE architecture described by config.json");
 
+  CheckpointSpineSource source(ck);
+  Qwen3MoeWeights w = load_qwen3_moe_weights(c, source);
+  // Tied exports sometimes still save lm_head.weight; transformers ties it
+  // anyway, so it is accepted only when it says the same thing.
+  if (c.base.tie_word_embeddings && ck.find("lm_head.weight") && source.matrix("lm_head.weight").storage != w.embed.storage)
+    fail(ck.dir(), ": config.json ties the embeddings (tie_word_embeddings = true) but lm_head.weight differs from "
+                   "model.embed_tokens.weight");
+  return w;
+}
+
+Qwen3MoeWeights load_qwen3_moe_weights(const Qwen3MoeConfig& c, SpineTensorSource& src) {
   const uint64_t d = c.base.hidden_size, V = c.base.vocab_size;
   Qwen3MoeWeights w;
-  w.embed = load_qwen3_matrix(ck, "model.embed_tokens.weight", V, d);
+  w.embed = spine_bf16_matrix(src, "model.embed_tokens.weight", V, d);
   w.layers.resize(static_cast<size_t>(c.base.num_hidden_layers));
   for (int64_t l = 0; l < c.base.num_hidden_layers; ++l) {
     Qwen3MoeLayerWeights& L = w.layers[static_cast<size_t>(l)];
-    L.attn = load_qwen3_attention(c.base, ck, l);
-    L.post_attention_norm = load_qwen3_vector(ck, layer_name(l, "post_attention_layernorm.weight"), d);
+    L.attn = load_qwen3_attention(c.base, src, l);
+    L.post_attention_norm = spine_vector(src, layer_name(l, "post_attention_layernorm.weight"), d);
     if (c.is_moe_layer(l)) {
-      L.router = load_qwen3_matrix(ck, layer_name(l, "mlp.gate.weight"), c.num_experts, d);
+      L.router = spine_bf16_matrix(src, layer_name(l, "mlp.gate.weight"), c.num_experts, d);
     } else {
       const uint64_t I = c.base.intermediate_size;
-      L.gate = load_qwen3_matrix(ck, layer_name(l, "mlp.gate_proj.weight"), I, d);
-      L.up = load_qwen3_matrix(ck, layer_name(l, "mlp.up_proj.weight"), I, d);
-      L.down = load_qwen3_matrix(ck, layer_name(l, "mlp.down_proj.weight"), d, I);
+      L.gate = spine_bf16_matrix(src, layer_name(l, "mlp.gate_proj.weight"), I, d);
+      L.up = spine_bf16_matrix(src, layer_name(l, "mlp.up_proj.weight"), I, d);
+      L.down = spine_bf16_matrix(src, layer_name(l, "mlp.down_proj.weight"), d, I);
     }
     w.bytes += qwen3_attention_bytes(L.attn) + L.post_attention_norm.size() * 4 + L.router.bytes() + L.gate.bytes() +
                L.up.bytes() + L.down.bytes();
   }
-  w.final_norm = load_qwen3_vector(ck, "model.norm.weight", d);
-  if (!c.base.tie_word_embeddings) {
-    w.lm_head = load_qwen3_matrix(ck, "lm_head.weight", V, d);
-  } else if (ck.find("lm_head.weight")) {
-    // Tied exports sometimes still save lm_head.weight; transformers ties it
-    // anyway, so it is accepted only when it says the same thing.
-    if (load_qwen3_matrix(ck, "lm_head.weight", V, d).storage != w.embed.storage)
-      fail(ck.dir(), ": config.json ties the embeddings (tie_word_embeddings = true) but lm_head.weight differs from "
-                     "model.embed_tokens.weight");
-  }
+  w.final_norm = spine_vector(src, "model.norm.weight", d);
+  if (!c.base.tie_word_embeddings) w.lm_head = spine_bf16_matrix(src, "lm_head.weight", V, d);
   w.bytes += w.embed.bytes() + w.lm_head.bytes() + w.final_norm.size() * 4;
   return w;
 }

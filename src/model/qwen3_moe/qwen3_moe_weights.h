@@ -15,6 +15,7 @@
 #include "format/safetensors_writer.h"
 #include "model/common/expert_source.h"
 #include "model/common/matrix.h"
+#include "model/common/spine_source.h"
 #include "model/qwen3/qwen3_attention.h"
 #include "model/qwen3_moe/qwen3_moe_config.h"
 
@@ -47,6 +48,8 @@ std::vector<TensorSpec> qwen3_moe_spine_specs(const Qwen3MoeConfig& config);
 // Loads the spine; refuses a checkpoint with a tensor the architecture does
 // not have, or one of the wrong dtype or shape, naming the shard.
 Qwen3MoeWeights load_qwen3_moe_weights(const Qwen3MoeConfig& config, const Checkpoint& checkpoint);
+// From any spine source (a store's spine files), shapes checked against the config.
+Qwen3MoeWeights load_qwen3_moe_weights(const Qwen3MoeConfig& config, SpineTensorSource& source);
 
 // One expert record read from the checkpoint (dtype and shape checked).
 std::vector<uint8_t> read_qwen3_moe_expert_record(const Qwen3MoeConfig& config, const Checkpoint& checkpoint,

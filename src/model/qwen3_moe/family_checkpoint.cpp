@@ -1,0 +1,50 @@
+#include "model/qwen3_moe/family_checkpoint.h"
+
+#include <set>
+
+#include "model/qwen3_moe/qwen3_moe_weights.h"
+#include "util/error.h"
+
+namespace deltafin {
+
+Qwen3MoeFamilyCheckpoint::Qwen3MoeFamilyCheckpoint(const std::string& dir)
+    : config_(read_qwen3_moe_config(dir + "/config.json")), checkpoint_(Checkpoint::open(dir)) {
+  // Every tensor the architecture has, of the right dtype and shape, and no other.
+  std::set<std::string> expected;
+  for (const TensorSpec& t : qwen3_moe_tensor_specs(config_)) {
+    expected.insert(t.name);
+    TensorRef ref = checkpoint_.find(t.name);
+    if (!ref) fail(dir, ": tensor '", t.name, "' is missing");
+    if (ref.info->dtype != t.dtype || ref.info->shape != t.shape)
+      fail(ref.shard->path(), ": tensor '", t.name, "' is ", dtype_name(ref.info->dtype), " of another shape than config.json gives");
+  }
+  for (const std::string& name : checkpoint_.names())
+    if (!expected.count(name) && !(config_.base.tie_word_embeddings && name == "lm_head.weight"))
+      fail(dir, ": tensor '", name, "' is not part of the Qwen3-MoE architecture described by config.json");
+}
+
+std::vector<RecordPart> Qwen3MoeFamilyCheckpoint::record_layout() const {
+  const int64_t l = config_.moe_layers().front();
+  const std::vector<std::string> names = qwen3_moe_expert_tensor_names(l, 0);
+  const uint64_t d = config_.base.hidden_size, I = config_.moe_intermediate_size;
+  const std::string prefix = cat("model.layers.", l, ".mlp.experts.0.");
+  return record_parts({{names[0], DType::BF16, {I, d}}, {names[1], DType::BF16, {I, d}}, {names[2], DType::BF16, {d, I}}},
+                      prefix);
+}
+
+std::vector<uint8_t> Qwen3MoeFamilyCheckpoint::read_expert_record(int64_t layer, int64_t expert) const {
+  return read_qwen3_moe_expert_record(config_, checkpoint_, layer, expert);
+}
+
+std::vector<SpineTensorSpec> Qwen3MoeFamilyCheckpoint::spine_tensors() const {
+  std::vector<SpineTensorSpec> out;
+  const std::string layers = "model.layers.";
+  for (const TensorSpec& t : qwen3_moe_spine_specs(config_)) {
+    const int64_t layer = t.name.rfind(layers, 0) == 0 ? std::stoll(t.name.substr(layers.size())) : -1;
+    // The loader reads rank-2 tensors as BF16 matrices, norms as fp32 vectors.
+    out.push_back({t, layer, t.shape.size() == 2, false});
+  }
+  return out;
+}
+
+}  // namespace deltafin

@@ -1,0 +1,33 @@
+// A Qwen3-MoE checkpoint as the store sees it (model/common/family_checkpoint.h):
+// everything but model.layers.{l}.mlp.experts.* is the spine, the sparse
+// layers hold the routed experts, and a record is one expert's gate_proj,
+// up_proj and down_proj in BF16, as released.
+#pragma once
+
+#include <string>
+
+#include "model/common/family_checkpoint.h"
+#include "model/qwen3_moe/qwen3_moe_config.h"
+
+namespace deltafin {
+
+class Qwen3MoeFamilyCheckpoint : public FamilyCheckpoint {
+public:
+  explicit Qwen3MoeFamilyCheckpoint(const std::string& dir);  // opens it and checks every tensor's dtype and shape
+
+  std::string family() const override { return "qwen3_moe"; }
+  const Checkpoint& tensors() const override { return checkpoint_; }
+  int64_t layers() const override { return config_.base.num_hidden_layers; }
+  int64_t experts() const override { return config_.num_experts; }
+  std::vector<int64_t> moe_layers() const override { return config_.moe_layers(); }
+  std::vector<RecordPart> record_layout() const override;
+  std::vector<uint8_t> read_expert_record(int64_t layer, int64_t expert) const override;
+  std::vector<SpineTensorSpec> spine_tensors() const override;
+  const Qwen3MoeConfig& config() const { return config_; }
+
+private:
+  Qwen3MoeConfig config_;
+  Checkpoint checkpoint_;
+};
+
+}  // namespace deltafin
