@@ -15,10 +15,10 @@ Qwen3MoeDims qwen3_moe_preset(const std::string& name) {
     d.hidden = 64, d.layers = 3, d.heads = 4, d.kv_heads = 2, d.head_dim = 32, d.vocab = 320;
     d.intermediate = 96, d.moe_intermediate = 32, d.experts = 8, d.top_k = 2;
   } else if (name == "small") {
-    d.hidden = 512, d.layers = 4, d.heads = 8, d.kv_heads = 2, d.head_dim = 64, d.vocab = 1024;
+    d.hidden = 512, d.layers = 4, d.heads = 8, d.kv_heads = 2, d.head_dim = 64, d.vocab = 800;
     d.intermediate = 1536, d.moe_intermediate = 256, d.experts = 64, d.top_k = 8;
   } else if (name == "bench") {
-    d.hidden = 4096, d.layers = 4, d.heads = 64, d.kv_heads = 4, d.head_dim = 128, d.vocab = 2048;
+    d.hidden = 4096, d.layers = 4, d.heads = 64, d.kv_heads = 4, d.head_dim = 128, d.vocab = 800;
     d.intermediate = 12288, d.moe_intermediate = 1536, d.experts = 32, d.top_k = 8;
   } else {
     fail("make-model --arch qwen3_moe: unknown preset \"", name, "\" (tiny, small or bench)");

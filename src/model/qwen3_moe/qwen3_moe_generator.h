@@ -28,7 +28,8 @@ struct Qwen3MoeDims {
 // "tiny" (tests), "small" (a few hundred MB) or "bench": Qwen3-235B-A22B's
 // real expert (hidden 4096, moe_intermediate 1536: 3 x 4096 x 1536 BF16 =
 // 37.7 MB per record), its attention shape (64 heads, 4 KV heads, head_dim
-// 128) and top-8, with 4 layers of 32 experts.
+// 128) and top-8, with 4 layers of 32 experts. Vocabularies stay at most 800
+// ids: the built-in training text supports about 550 BPE merges.
 Qwen3MoeDims qwen3_moe_preset(const std::string& name);
 
 struct Qwen3MoeGenerateOptions {
