@@ -75,7 +75,13 @@ bench_prefill_store() {
       >"$out/setup.log" 2>&1
 }
 
-# bench_prompt_ids P: the prefill benchmarks' fixed prompt, P token ids.
+# bench_prompt_ids P: the prefill benchmarks' fixed prompt, P token ids
+# (below the bench checkpoint's vocabulary: 300 .. 999 for K3's, fewer for a smaller one).
 bench_prompt_ids() {
-  python3 -c "import sys; n=int(sys.argv[1]); print(','.join(str(300 + (i * 37) % 700) for i in range(n)))" "$1"
+  python3 - "$1" "$CKPT/config.json" <<'PY'
+import json, sys
+n, c = int(sys.argv[1]), json.load(open(sys.argv[2]))
+span = min(700, c.get("text_config", c)["vocab_size"] - 310)
+print(",".join(str(300 + (i * 37) % span) for i in range(n)))
+PY
 }

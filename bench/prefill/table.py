@@ -7,8 +7,13 @@ import json, re, sys
 out, config_path, lengths = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3].split()]
 cfg = json.load(open(config_path))
 t = cfg.get("text_config", cfg)
-moe_layers = t["num_hidden_layers"] - t.get("first_k_dense_replace", 1)
-top_k, mid, lat = t["num_experts_per_token"], t["moe_intermediate_size"], t["routed_expert_hidden_size"]
+if cfg.get("model_type") == "qwen3_moe":  # docs/qwen3-moe.md: experts on the hidden width
+    L, step, only = t["num_hidden_layers"], t.get("decoder_sparse_step", 1), t.get("mlp_only_layers", [])
+    moe_layers = sum(1 for l in range(L) if l not in only and (l + 1) % step == 0)
+    top_k, mid, lat = t["num_experts_per_tok"], t["moe_intermediate_size"], t["hidden_size"]
+else:
+    moe_layers = t["num_hidden_layers"] - t.get("first_k_dense_replace", 1)
+    top_k, mid, lat = t["num_experts_per_token"], t["moe_intermediate_size"], t["routed_expert_hidden_size"]
 expert_flops_per_pos = moe_layers * top_k * 3 * 2 * mid * lat
 
 fio = json.load(open(f"{out}/fio.json"))

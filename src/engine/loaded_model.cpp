@@ -159,7 +159,8 @@ std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_resident(const std::string& dir, 
   const Checkpoint checkpoint = Checkpoint::open(dir);
   m->weights = load_qwen3_moe_weights(m->config, checkpoint);
   m->experts = load_resident_qwen3_moe_experts(m->config, checkpoint);
-  m->tokenizer = std::make_unique<HfTokenizer>(HfTokenizer::load(dir + "/tokenizer.json"));
+  m->tokenizer_json = dir + "/tokenizer.json";
+  m->tokenizer = std::make_unique<HfTokenizer>(HfTokenizer::load(m->tokenizer_json));
   // The embedding may have more rows than the tokenizer has ids (Qwen pads
   // vocab_size); fewer would leave ids the tokenizer makes without a row.
   if (m->tokenizer->vocab_size() > static_cast<size_t>(m->config.base.vocab_size))
@@ -209,7 +210,8 @@ std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_store(const std::string& store_di
   if (o.lookahead == LookaheadMode::On)
     fail("--lookahead on: route lookahead is K3's (PILOT predictors); Qwen3-MoE runs without it");
   m->fingerprint = store_fingerprint(store_dir);
-  m->tokenizer = std::make_unique<HfTokenizer>(HfTokenizer::load(store_dir + "/tokenizer.json"));
+  m->tokenizer_json = store_dir + "/tokenizer.json";
+  m->tokenizer = std::make_unique<HfTokenizer>(HfTokenizer::load(m->tokenizer_json));
   if (m->tokenizer->vocab_size() > static_cast<size_t>(c.base.vocab_size))
     fail(store_dir, "/tokenizer.json: ", m->tokenizer->vocab_size(), " ids, more than config.json's vocab_size ",
          c.base.vocab_size);

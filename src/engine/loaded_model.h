@@ -83,6 +83,7 @@ struct LoadedQwen3Moe final : LoadedModel {
   Qwen3MoeConfig config;
   Qwen3MoeWeights weights;
   std::unique_ptr<HfTokenizer> tokenizer;
+  std::string tokenizer_json;  // the file it was read from
   std::unique_ptr<Qwen3MoeModel> model;
   CausalModel& causal() override { return *model; }
 };

@@ -64,8 +64,12 @@ DrafterFactory::DrafterFactory(const std::string& spec, LoadedModel& target, con
     fail("--draft ", spec, ": unknown drafter (none, ngram, dspark:DIR, model:DIR, replay:FILE, auto)");
   }
   if (!dspark.empty()) dspark_ = DSparkAssets::load(dspark, require_k3(target, "--draft dspark:DIR"));
-  if (!model.empty())
-    model_ = DraftModelAssets::load(model, *require_k3(target, "--draft model:DIR").tokenizer, target.pool.get());
+  if (!model.empty()) {
+    if (auto* q = dynamic_cast<LoadedQwen3Moe*>(&target))
+      model_ = DraftModelAssets::load_same_vocabulary(model, q->tokenizer_json, target.pool.get());
+    else
+      model_ = DraftModelAssets::load(model, *require_k3(target, "--draft model:DIR").tokenizer, target.pool.get());
+  }
 }
 
 DrafterFactory::~DrafterFactory() = default;

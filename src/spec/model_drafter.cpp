@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "tokenizer/utf8.h"
+#include "util/file.h"
 #include "util/error.h"
 
 namespace deltafin {
@@ -34,6 +35,21 @@ std::shared_ptr<const DraftModelAssets> DraftModelAssets::load(const std::string
   return a;
 }
 
+std::shared_ptr<const DraftModelAssets> DraftModelAssets::load_same_vocabulary(const std::string& dir,
+                                                                               const std::string& target_tokenizer_json,
+                                                                               ThreadPool* pool) {
+  const std::string mine = (std::filesystem::path(dir) / "tokenizer.json").string();
+  if (read_text_file(mine) != read_text_file(target_tokenizer_json))
+    fail("--draft model:", dir, ": its tokenizer.json differs from the target's (", target_tokenizer_json,
+         "); token-level drafting needs the same tokenizer");
+  auto a = std::make_shared<DraftModelAssets>();
+  a->config = read_qwen3_config((std::filesystem::path(dir) / "config.json").string());
+  a->weights = load_qwen3_weights(a->config, dir);
+  a->tokenizer = std::make_unique<const HfTokenizer>(HfTokenizer::load(mine));
+  a->pool = pool;
+  return a;
+}
+
 ModelDrafter::ModelDrafter(std::shared_ptr<const DraftModelAssets> assets)
     : assets_(std::move(assets)),
       model_(assets_->config, assets_->weights, assets_->pool),
@@ -45,9 +61,18 @@ std::vector<uint32_t> ModelDrafter::propose(std::span<const uint32_t> history, i
   const size_t n = history.size(), half = kWindow / 2;
   const size_t start = n > kWindow ? (n - kWindow) / half * half : 0;
   const std::vector<uint32_t> window(history.begin() + static_cast<std::ptrdiff_t>(start), history.end());
-  const std::string text = as_text(assets_->target_tokenizer->decode_bytes(window));
-  if (text.empty()) return {};
-  const std::vector<uint32_t> q = assets_->tokenizer->encode(text, false);
+  const bool token_level = assets_->target_tokenizer == nullptr;
+  const size_t V = static_cast<size_t>(assets_->config.vocab_size);
+  std::vector<uint32_t> q;
+  if (token_level) {
+    for (uint32_t id : window)
+      if (id >= V) return {};  // an id past the draft model's embedding (a padded target vocabulary)
+    q = window;
+  } else {
+    const std::string text = as_text(assets_->target_tokenizer->decode_bytes(window));
+    if (text.empty()) return {};
+    q = assets_->tokenizer->encode(text, false);
+  }
   const int64_t room = session_.capacity() - static_cast<int64_t>(q.size()) - (k + 1);
   if (q.empty() || room < 0) return {};
 
@@ -60,17 +85,19 @@ std::vector<uint32_t> ModelDrafter::propose(std::span<const uint32_t> history, i
   std::vector<float> logits = model_.forward(session_, std::span<const uint32_t>(q).subspan(common), false);
   held_ = q;
 
-  // Greedy draft tokens, then back to the window's text: drafts are not kept.
-  const size_t V = static_cast<size_t>(assets_->config.vocab_size);
+  // Greedy draft tokens (k of them token-level; one more through text, whose
+  // last target token may be cut short), then back to the window: drafts are not kept.
   std::vector<uint32_t> drafted;
-  for (int i = 0; i <= k; ++i) {
+  const int extra = token_level ? 0 : 1;
+  for (int i = 0; i < k + extra; ++i) {
     const uint32_t t = argmax_first(logits.data(), V);
     drafted.push_back(t);
-    if (i == k) break;
+    if (i + 1 == k + extra) break;
     const uint32_t one[1] = {t};
     logits = model_.forward(session_, one, false);
   }
   session_.truncate(static_cast<int64_t>(q.size()));
+  if (token_level) return drafted;
   std::string draft_text;
   try {
     draft_text = assets_->tokenizer->decode(drafted);

@@ -1,9 +1,12 @@
 // A separate small causal model as the drafter for raw completions
 // (`--draft model:DIR`): a Qwen3 dense checkpoint with its own tokenizer.json.
-// Its vocabulary is not K3's, so drafting goes through text:
+// For a K3 target its vocabulary is not the target's, so drafting goes through text:
 //   K3 history -> bytes -> Qwen3 tokens -> greedy Qwen3 tokens -> text -> K3 tokens.
 // The target verifies the K3 tokens as any drafts; a tokenisation mismatch at
-// the seam only costs acceptance, never output.
+// the seam only costs acceptance, never output. For a target with the same
+// tokenizer (a Qwen3-MoE model whose tokenizer.json is byte-for-byte the draft
+// model's) drafting is token-level: the history's ids go in, the draft's
+// greedy ids come out, with no round trip through text.
 //
 // Cost stays bounded at any context length: the draft model sees a window of
 // the last kWindow K3 tokens whose start moves in steps of half a window, so
@@ -26,15 +29,19 @@ struct DraftModelAssets {
   Qwen3Config config;
   Qwen3Weights weights;
   std::unique_ptr<const HfTokenizer> tokenizer;
-  const Tokenizer* target_tokenizer = nullptr;
+  const Tokenizer* target_tokenizer = nullptr;  // null: token-level drafting (same tokenizer)
   ThreadPool* pool = nullptr;
   // DIR/config.json, DIR's safetensors and DIR/tokenizer.json.
   static std::shared_ptr<const DraftModelAssets> load(const std::string& dir, const Tokenizer& target, ThreadPool* pool);
+  // Token-level: DIR/tokenizer.json must equal `target_tokenizer_json` (a file) byte for byte.
+  static std::shared_ptr<const DraftModelAssets> load_same_vocabulary(const std::string& dir,
+                                                                      const std::string& target_tokenizer_json,
+                                                                      ThreadPool* pool);
 };
 
 class ModelDrafter : public Drafter {
 public:
-  static constexpr size_t kWindow = 1024;  // K3 tokens of history the draft model reads
+  static constexpr size_t kWindow = 1024;  // target tokens of history the draft model reads
   explicit ModelDrafter(std::shared_ptr<const DraftModelAssets> assets);
   std::string name() const override { return "model"; }
   std::vector<uint32_t> propose(std::span<const uint32_t> history, int k) override;

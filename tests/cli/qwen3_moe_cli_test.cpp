@@ -73,6 +73,27 @@ TEST(Qwen3MoeCli, SpeculationPrintsPlainDecodingsTokens) {
   EXPECT_NE(out.find("speculation (replay)"), std::string::npos) << out;
 }
 
+// A Qwen3 dense draft model with the same tokenizer drafts token-level; one
+// with another tokenizer is refused, naming both files.
+TEST(Qwen3MoeCli, ADenseDraftModelWithTheSameTokenizerKeepsTheOutput) {
+  test::TempDir tmp;
+  std::string out;
+  ASSERT_EQ(test::run_command(df("make-model --arch qwen3 --vocab 320 --seed 9 --out " + tmp.file("draft")), &out), 0) << out;
+  const std::string base = df("run --model " + qwen3_moe_model() + " --prompt 'the river runs through the town' --max-new 16 --ignore-eos");
+  ASSERT_EQ(test::run_command(base + " --tokens-out " + tmp.file("plain.txt"), &out), 0) << out;
+  ASSERT_EQ(test::run_command(base + " --stats --draft-k 3 --draft model:" + tmp.file("draft") + " --tokens-out " +
+                                  tmp.file("draft.txt"),
+                              &out),
+            0)
+      << out;
+  EXPECT_EQ(read_text_file(tmp.file("draft.txt")), read_text_file(tmp.file("plain.txt")));
+  EXPECT_NE(out.find("speculation (model)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("0 verification rounds"), std::string::npos) << out;  // it drafted
+  ASSERT_EQ(test::run_command(df("make-model --arch qwen3 --vocab 400 --out " + tmp.file("other")), &out), 0) << out;
+  EXPECT_EQ(test::run_command(base + " --draft model:" + tmp.file("other"), &out), 1);
+  EXPECT_NE(out.find("differs from the target's"), std::string::npos) << out;
+}
+
 TEST(Qwen3MoeCli, WhatTheFamilyLacksYetIsRefusedByName) {
   std::string out;
   EXPECT_EQ(test::run_command(df("run --model " + qwen3_moe_model() + " --chat --prompt hi"), &out), 1);
