@@ -3,6 +3,7 @@
 #include <set>
 
 #include "format/checkpoint.h"
+#include "model/common/spine_source.h"
 #include "util/error.h"
 #include "util/numeric.h"
 
@@ -24,27 +25,17 @@ std::string layer_prefix(int64_t l) { return "layers." + std::to_string(l) + "."
 // for presence, dtype and shape before anything is read.
 class Reader {
 public:
-  explicit Reader(const Checkpoint& ckpt) : ckpt_(ckpt) {}
+  explicit Reader(const Checkpoint& ckpt) : source_(ckpt) {}
 
   Matrix matrix(const std::string& name) {
-    TensorRef t = ckpt_.find(name);
-    Matrix m;
-    m.type = WeightType::BF16;
-    m.rows = t.info->shape[0];
-    m.cols = t.info->shape[1];
-    m.storage.resize(t.info->bytes());
-    t.shard->read(*t.info, m.storage.data());
+    Matrix m = source_.matrix(name);
     bytes += m.storage.size();
     return m;
   }
 
   // BF16 widened to fp32: exact.
   std::vector<float> vec(const std::string& name) {
-    TensorRef t = ckpt_.find(name);
-    std::vector<uint8_t> raw(t.info->bytes());
-    t.shard->read(*t.info, raw.data());
-    std::vector<float> out(t.info->elements());
-    for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(load_u16le(&raw[2 * i]));
+    std::vector<float> out = source_.vec(name);
     bytes += out.size() * sizeof(float);
     return out;
   }
@@ -52,7 +43,7 @@ public:
   uint64_t bytes = 0;
 
 private:
-  const Checkpoint& ckpt_;
+  CheckpointSpineSource source_;
 };
 
 }  // namespace

@@ -17,7 +17,7 @@ Matrix CheckpointSpineSource::matrix(const std::string& name) {
   TensorRef t = find(name);
   if (t.info->dtype != DType::BF16 || t.info->shape.size() != 2)
     fail(t.shard->path(), ": tensor '", name, "' is ", dtype_name(t.info->dtype), " of rank ", t.info->shape.size(),
-         ", expected a BF16 matrix");
+         ", expected BF16 of rank 2 (a matrix)");
   Matrix m;
   m.type = WeightType::BF16;
   m.rows = t.info->shape[0];

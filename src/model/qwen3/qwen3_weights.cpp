@@ -103,16 +103,8 @@ std::vector<float> load_qwen3_vector(const Checkpoint& ck, const std::string& na
 }
 
 Qwen3AttentionWeights load_qwen3_attention(const Qwen3Config& c, const Checkpoint& ck, int64_t i) {
-  const uint64_t d = c.hidden_size, hd = c.head_dim, q = c.q_dim(), kv = c.kv_dim();
-  Qwen3AttentionWeights a;
-  a.input_norm = load_vector_impl(ck, layer_name(i, "input_layernorm.weight"), d);
-  a.q = load_matrix_impl(ck, layer_name(i, "self_attn.q_proj.weight"), q, d);
-  a.k = load_matrix_impl(ck, layer_name(i, "self_attn.k_proj.weight"), kv, d);
-  a.v = load_matrix_impl(ck, layer_name(i, "self_attn.v_proj.weight"), kv, d);
-  a.o = load_matrix_impl(ck, layer_name(i, "self_attn.o_proj.weight"), d, q);
-  a.q_norm = load_vector_impl(ck, layer_name(i, "self_attn.q_norm.weight"), hd);
-  a.k_norm = load_vector_impl(ck, layer_name(i, "self_attn.k_norm.weight"), hd);
-  return a;
+  CheckpointSpineSource source(ck);
+  return load_qwen3_attention(c, source, i);
 }
 
 uint64_t qwen3_attention_bytes(const Qwen3AttentionWeights& a) {
