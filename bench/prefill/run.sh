@@ -13,7 +13,8 @@
 #   sudo bench/prefill/run.sh [N=2] [MBPS=400] [MEM=1800M] [CACHE_GB=1.0]
 #   environment: THREADS (default 2), LOOKAHEAD (default auto), LENGTHS ("16 128 512"),
 #                TBT_PREFIX (default 32), CHUNK (expert-major slice, default 0 = whole prompt),
-#                GROUP (positions per layer-major pass, default 0 = by memory)
+#                GROUP (positions per layer-major pass, default 0 = by memory),
+#                ARCH (k3 or qwen3_moe: the bench checkpoint's family, bench/lib.sh)
 set -euo pipefail
 N=${1:-2}
 MBPS=${2:-400}
@@ -27,6 +28,7 @@ LENGTHS=${LENGTHS:-16 128 512}
 TBT_PREFIX=${TBT_PREFIX:-32}
 CHUNK=${CHUNK:-0}
 GROUP=${GROUP:-0}
+[ "$ARCH" != k3 ] && SUFFIX=${SUFFIX:--$ARCH}
 OUT=$ROOT/bench/results/$(date +%Y-%m-%d)-prefill${SUFFIX:-}
 mkdir -p "$OUT" "$WORK"
 
