@@ -8,6 +8,7 @@
 #include "format/mxfp4.h"
 #include "model/kimi_k3/session.h"
 #include "model/qwen3/qwen3_session.h"
+#include "model/qwen3_moe/family_checkpoint.h"
 #include "model/qwen3_moe/qwen3_moe_weights.h"
 #include "model/registry.h"
 #include "util/error.h"
@@ -54,9 +55,13 @@ void print_session_figures(uint64_t fixed, uint64_t per_position, int64_t max_po
 }
 
 int inspect_qwen3_moe(const InspectArgs& a) {
-  const Qwen3MoeConfig c = read_qwen3_moe_config(a.model + "/config.json");
-  const Checkpoint ck = Checkpoint::open(a.model);
-  const Qwen3MoeWeights w = load_qwen3_moe_weights(c, ck);  // checks every spine tensor
+  // Every tensor's dtype and shape checked from the headers, nothing read
+  // (a Qwen3-235B-A22B spine is 10 GB).
+  const Qwen3MoeFamilyCheckpoint family(a.model);
+  const Qwen3MoeConfig& c = family.config();
+  const Checkpoint& ck = family.tensors();
+  uint64_t spine_bytes = 0;
+  for (const SpineTensorSpec& t : family.spine_tensors()) spine_bytes += t.tensor.bytes();
   const Qwen3Config& b = c.base;
   const uint64_t expert_bytes = c.moe_layers().size() * static_cast<uint64_t>(c.num_experts) * c.expert_record_bytes();
   std::printf("%s: Qwen3-MoE checkpoint (Qwen3MoeForCausalLM)\n", a.model.c_str());
@@ -75,7 +80,7 @@ int inspect_qwen3_moe(const InspectArgs& a) {
               c.norm_topk_prob ? " (renormalised)" : "", static_cast<long long>(c.moe_intermediate_size),
               static_cast<unsigned long long>(c.expert_record_bytes()));
   std::printf("  %zu tensors in %zu shards: spine %s, routed experts %s\n", ck.tensor_count(), ck.shards().size(),
-              human_bytes(static_cast<double>(w.bytes)).c_str(), human_bytes(static_cast<double>(expert_bytes)).c_str());
+              human_bytes(static_cast<double>(spine_bytes)).c_str(), human_bytes(static_cast<double>(expert_bytes)).c_str());
   print_session_figures(0, Qwen3Session::bytes_per_position(b), b.max_position_embeddings, "fp32 GQA keys and values");
   if (!c.unused_fields.empty()) {
     std::printf("  config fields not used by the runtime:");

@@ -164,7 +164,7 @@ int run(const RunArgs& a) {
   StreamDecoder decoder(*m->text);
   GenerateStats st = generate_speculative(model, session, prompt, p, sp, &spec_stats, [&](uint32_t id) {
     emitted.push_back(id);
-    if (id == p.eos && !a.ignore_eos) return;  // the stop token is not text
+    if (id == p.eos && !p.ignore_eos) return;  // the stop token is not text
     std::string text = decoder.push(id);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);

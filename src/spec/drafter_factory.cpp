@@ -66,7 +66,8 @@ DrafterFactory::DrafterFactory(const std::string& spec, LoadedModel& target, con
   if (!dspark.empty()) dspark_ = DSparkAssets::load(dspark, require_k3(target, "--draft dspark:DIR"));
   if (!model.empty()) {
     if (auto* q = dynamic_cast<LoadedQwen3Moe*>(&target))
-      model_ = DraftModelAssets::load_same_vocabulary(model, q->tokenizer_json, target.pool.get());
+      model_ = DraftModelAssets::load_same_vocabulary(model, q->tokenizer_json,
+                                                      static_cast<uint32_t>(target.summary().vocab), target.pool.get());
     else
       model_ = DraftModelAssets::load(model, *require_k3(target, "--draft model:DIR").tokenizer, target.pool.get());
   }

@@ -37,7 +37,7 @@ std::shared_ptr<const DraftModelAssets> DraftModelAssets::load(const std::string
 
 std::shared_ptr<const DraftModelAssets> DraftModelAssets::load_same_vocabulary(const std::string& dir,
                                                                                const std::string& target_tokenizer_json,
-                                                                               ThreadPool* pool) {
+                                                                               uint32_t target_vocab, ThreadPool* pool) {
   const std::string mine = (std::filesystem::path(dir) / "tokenizer.json").string();
   if (read_text_file(mine) != read_text_file(target_tokenizer_json))
     fail("--draft model:", dir, ": its tokenizer.json differs from the target's (", target_tokenizer_json,
@@ -46,6 +46,7 @@ std::shared_ptr<const DraftModelAssets> DraftModelAssets::load_same_vocabulary(c
   a->config = read_qwen3_config((std::filesystem::path(dir) / "config.json").string());
   a->weights = load_qwen3_weights(a->config, dir);
   a->tokenizer = std::make_unique<const HfTokenizer>(HfTokenizer::load(mine));
+  a->target_vocab = target_vocab;
   a->pool = pool;
   return a;
 }
@@ -97,7 +98,13 @@ std::vector<uint32_t> ModelDrafter::propose(std::span<const uint32_t> history, i
     logits = model_.forward(session_, one, false);
   }
   session_.truncate(static_cast<int64_t>(q.size()));
-  if (token_level) return drafted;
+  if (token_level) {
+    // Padding rows of the two embeddings may differ: a draft id the target
+    // has no row for ends the draft there.
+    const auto past = std::find_if(drafted.begin(), drafted.end(), [&](uint32_t t) { return t >= assets_->target_vocab; });
+    drafted.erase(past, drafted.end());
+    return drafted;
+  }
   std::string draft_text;
   try {
     draft_text = assets_->tokenizer->decode(drafted);

@@ -45,11 +45,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The metadata files copied into the store (their hashes are recorded; the
-// engine reads them from the store). Shards are recorded by name and size only:
-// their content is covered expert by expert and by the spine files' hashes.
-const char* const kCopiedFiles[] = {"config.json", "tiktoken.model", "tokenizer_config.json", "tokenizer.json"};
-
 // Spine goes BF16 (exact) while it takes at most this share of the RAM budget;
 // the rest is the expert cache's, and a cache of a few percent of the experts
 // is too small to run well.
@@ -187,7 +182,13 @@ SetupReport run_setup(const SetupOptions& o) {
   StoreManifest m;
   m.source_dir = streamed ? o.remote->url : fs::canonical(o.from).string();
   std::map<std::string, std::string> copies;  // name -> contents
-  for (const char* name : kCopiedFiles) {
+  // The metadata files copied into the store: config.json and the family's
+  // tokenizer files (their hashes are recorded; the engine reads them from the
+  // store). Shards are recorded by name and size only: their content is
+  // covered expert by expert and by the spine files' hashes.
+  std::vector<std::string> copied = {"config.json"};
+  for (const std::string& f : k.tokenizer_files()) copied.push_back(f);
+  for (const std::string& name : copied) {
     if (!fs::exists(fs::path(o.from) / name)) continue;
     m.source_files.push_back(source_meta(o.from, name, &copies[name]));
   }

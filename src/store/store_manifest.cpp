@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "format/dtype.h"
 #include "util/error.h"
 #include "util/file.h"
 #include "util/sha256.h"
@@ -320,9 +321,15 @@ StoreManifest load_store_manifest(const std::string& store_dir) {
       RecordPart part;
       part.tensor = f.str("tensor");
       part.dtype = f.str("dtype");
-      for (const json& d : f.array("shape")) part.shape.push_back(f.as_u64(d, p + ".shape"));
+      uint64_t elements = 1;
+      for (const json& d : f.array("shape")) part.shape.push_back(f.as_u64(d, p + ".shape")), elements *= part.shape.back();
       part.offset = f.u64("offset");
       part.bytes = f.u64("bytes");
+      const std::optional<DType> dtype = parse_dtype(part.dtype);
+      if (!dtype) fail(file, ": field '", p, ".dtype' = \"", part.dtype, "\" is not a safetensors dtype");
+      if (part.bytes != elements * dtype_size(*dtype))
+        fail(file, ": field '", p, ".bytes' = ", part.bytes, ", but ", part.dtype, " of that shape holds ",
+             elements * dtype_size(*dtype));
       if (part.offset != at) fail(file, ": field '", p, ".offset' = ", part.offset, ", expected ", at, " (parts are back to back)");
       at += part.bytes;
       f.no_other_fields({"tensor", "dtype", "shape", "offset", "bytes"});
@@ -331,6 +338,8 @@ StoreManifest load_store_manifest(const std::string& store_dir) {
     if (at != m.expert_bytes)
       fail(file, ": field 'record': the parts hold ", at, " bytes, but 'expert_bytes' is ", m.expert_bytes);
   } else {
+    for (const char* key : {"family", "moe_layers", "record"})
+      if (root.contains(key)) fail(file, ": unknown field '", key, "' (version ", version, " manifests are K3 stores without it)");
     if (m.layers < 2) fail(file, ": field 'layers' = ", m.layers, " (a K3 model has at least 2)");
     for (int64_t l = kK3FirstMoeLayer; l < m.layers; ++l) m.moe_layers.push_back(l);
   }
@@ -426,8 +435,8 @@ void save_store_manifest(const std::string& store_dir, const StoreManifest& m) {
   std::vector<int64_t> moe_layers = m.moe_layers;
   if (moe_layers.empty() && m.family == "kimi_k3")
     for (int64_t l = kK3FirstMoeLayer; l < m.layers; ++l) moe_layers.push_back(l);
-  if (m.layers < 1 || m.experts < 1 || moe_layers.empty() ||
-      m.entries.size() != static_cast<size_t>(m.layers * m.experts))
+  if (moe_layers.empty()) fail("save_store_manifest: a ", m.family, " store needs its MoE layers");
+  if (m.layers < 1 || m.experts < 1 || m.entries.size() != static_cast<size_t>(m.layers * m.experts))
     fail("save_store_manifest: entries has ", m.entries.size(), " items for ", m.layers, " layers x ", m.experts,
          " experts");
   // ordered_json: the file reads top-down in the order of the header.

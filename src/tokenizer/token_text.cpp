@@ -22,7 +22,13 @@ class HfText : public TokenText {
 public:
   explicit HfText(const HfTokenizer& t) : t_(t) {}
   std::vector<uint32_t> encode_ordinary(std::string_view text) const override { return t_.encode(text, false); }
-  std::string token_bytes(uint32_t id) const override { return t_.decode(std::span<const uint32_t>(&id, 1)); }
+  // An id past the tokenizer (Qwen checkpoints pad vocab_size beyond it: the
+  // model can emit such a row) has no text: it decodes to nothing, as in
+  // Hugging Face's decode.
+  std::string token_bytes(uint32_t id) const override {
+    if (id >= t_.vocab_size()) return {};
+    return t_.decode(std::span<const uint32_t>(&id, 1));
+  }
   uint32_t vocab_size() const override { return static_cast<uint32_t>(t_.vocab_size()); }
 
 private:

@@ -21,7 +21,8 @@ public:
   virtual ~TokenText() = default;
   // Text -> ids with no special tokens (`text` must be valid UTF-8).
   virtual std::vector<uint32_t> encode_ordinary(std::string_view text) const = 0;
-  // The raw bytes of one token (possibly part of a UTF-8 character).
+  // The raw bytes of one token (possibly part of a UTF-8 character); empty
+  // for an id past the tokenizer inside the model's vocabulary (padding rows).
   virtual std::string token_bytes(uint32_t id) const = 0;
   virtual uint32_t vocab_size() const = 0;
 };

@@ -20,6 +20,8 @@
 #include "model/qwen3_moe/qwen3_moe_generator.h"
 #include "model/qwen3_moe/qwen3_moe_model.h"
 #include "qwen3/reference_qwen3.h"
+#include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/token_text.h"
 #include "support/test_support.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -91,6 +93,7 @@ TEST(Qwen3MoeConfig, RefusesWhatItDoesNotDescribe) {
       {"shared_expert_intermediate_size", 5632, "shared_expert_intermediate_size"},
       {"moe_intermediate_size", 0, "moe_intermediate_size"},
       {"hidden_act", "gelu", "hidden_act"},
+      {"decoder_sparse_step", 49, "no layer is sparse"},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.field);
@@ -315,6 +318,19 @@ TEST(Qwen3MoeGenerator, EveryPresetGenerates) {
     std::unique_ptr<Loaded> m = load(dir.path());
     EXPECT_EQ(m->config.num_experts, 4);
   }
+}
+
+// Qwen checkpoints pad vocab_size past the tokenizer; such an id decodes to
+// no text instead of stopping a run.
+TEST(Qwen3MoeTokenizer, IdsPastTheTokenizerDecodeToNothing) {
+  test::TempDir dir;
+  generate_qwen3_moe_checkpoint(tiny(dir.path(), 3));
+  const HfTokenizer tok = HfTokenizer::load(dir.path() + "/tokenizer.json");
+  const std::unique_ptr<TokenText> text = token_text(tok);
+  EXPECT_EQ(text->vocab_size(), 320u);
+  EXPECT_EQ(text->token_bytes(static_cast<uint32_t>('A')), "A");  // byte-level: the first 256 ids are bytes
+  EXPECT_EQ(text->token_bytes(320), "");
+  EXPECT_EQ(text->token_bytes(151935), "");
 }
 
 TEST(Qwen3MoeWeights, RefusesACheckpointOfAnotherArchitecture) {

@@ -20,6 +20,7 @@
 #include "spec/speculative_generate.h"
 #include "spec/verifier.h"
 #include "support/test_support.h"
+#include "util/error.h"
 
 namespace deltafin {
 namespace {
@@ -180,7 +181,14 @@ TEST_P(FamilyLoop, CommittingAnyPrefixEqualsDecodingJustThatPrefix) {
     const uint32_t next[1] = {7};
     Rows a = m.forward(*s, next, false), b = m.forward(*ref, next, false);
     EXPECT_TRUE(same_rows(a.v.data(), b.v.data(), a.v.size()));
+    // A kept pass is kept once, and only on its own session.
+    EXPECT_THROW(v.commit(*s, 1), Error);
   }
+  auto s = m.new_session(), other = m.new_session();
+  m.forward(*s, prompt, false);
+  m.forward(*other, prompt, false);
+  m.forward_verify(*s, block);
+  EXPECT_THROW(m.keep_verified(*other, 2), Error);
 }
 
 TEST_P(FamilyLoop, MarkRewindsAndAStopBeforeThePrefillLeavesTheSessionEmpty) {

@@ -97,7 +97,11 @@ TEST(StoreManifest, BadFamilyFieldsAreNamed) {
   expect_bad([](json& j) { j["moe_layers"] = {1, 3}; }, {"'moe_layers[1]'", "3"});
   expect_bad([](json& j) { j["moe_layers"] = json::array(); }, {"'moe_layers' is empty"});
   expect_bad([](json& j) { j["record"][1]["offset"] = 1000; }, {"'record[1].offset'"});
-  expect_bad([](json& j) { j["record"][3]["bytes"] = 95; }, {"'record'", "3263", "3264"});
+  expect_bad([](json& j) { j["record"][3]["bytes"] = 95; }, {"'record[3].bytes' = 95", "U8 of that shape holds 96"});
+  expect_bad([](json& j) { j["record"][3]["shape"] = {32, 2}; j["record"][3]["bytes"] = 64; }, {"'record'", "3232", "3264"});
+  expect_bad([](json& j) { j["record"][0]["dtype"] = "INT4"; }, {"'record[0].dtype'", "INT4"});
+  // Version 3 manifests are K3 stores: a family there is a mistake, not a hint.
+  expect_bad([](json& j) { j["version"] = 3; j.erase("moe_layers"); j.erase("record"); }, {"unknown field 'family'", "version 3"});
   expect_bad([](json& j) { j["record"][0]["stride"] = 2; }, {"stride"});
   expect_bad([](json& j) { j.erase("family"); }, {"'family'"});
 }
@@ -264,5 +268,11 @@ TEST(StoreManifest, BadRemoteFieldsAreNamed) {
   expect_bad([](json& j) { j["remote"] = remote_section(); j["placement"][0]["sha256"] = ""; j["placement"][0]["crc32c"] = 5; },
              {"'placement[0].crc32c'", "expected 0"});
   // A version-1 manifest has no remote section.
-  expect_bad([](json& j) { j["version"] = 1; j["remote"] = remote_section(); }, {"unknown field 'remote'"});
+  expect_bad(
+      [](json& j) {
+        j["version"] = 1;
+        for (const char* v4 : {"family", "moe_layers", "record"}) j.erase(v4);
+        j["remote"] = remote_section();
+      },
+      {"unknown field 'remote'"});
 }

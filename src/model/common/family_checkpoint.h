@@ -43,6 +43,8 @@ public:
   uint64_t record_bytes() const;
   virtual std::vector<uint8_t> read_expert_record(int64_t layer, int64_t expert) const = 0;
   virtual std::vector<SpineTensorSpec> spine_tensors() const = 0;
+  // The tokenizer files the store copies beside config.json (those present are copied).
+  virtual std::vector<std::string> tokenizer_files() const = 0;
   // Whether the family's loader reads an int8-row spine (K3 does; others keep BF16).
   virtual bool int8_row_spine() const { return false; }
 };

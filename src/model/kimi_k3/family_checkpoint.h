@@ -21,6 +21,9 @@ class K3FamilyCheckpoint : public FamilyCheckpoint {
 public:
   explicit K3FamilyCheckpoint(const std::string& dir);          // opens and validates it
   explicit K3FamilyCheckpoint(const K3Checkpoint& checkpoint);  // borrowed: it must outlive this
+  // k_ may point into owned_: neither copied nor moved.
+  K3FamilyCheckpoint(const K3FamilyCheckpoint&) = delete;
+  K3FamilyCheckpoint& operator=(const K3FamilyCheckpoint&) = delete;
 
   std::string family() const override { return "kimi_k3"; }
   const Checkpoint& tensors() const override { return k_->tensors; }
@@ -30,6 +33,7 @@ public:
   std::vector<RecordPart> record_layout() const override;
   std::vector<uint8_t> read_expert_record(int64_t layer, int64_t expert) const override;
   std::vector<SpineTensorSpec> spine_tensors() const override;
+  std::vector<std::string> tokenizer_files() const override { return {"tiktoken.model", "tokenizer_config.json"}; }
   bool int8_row_spine() const override { return true; }
   const K3Checkpoint& k3() const { return *k_; }
 

@@ -153,6 +153,7 @@ Rows K3Model::forward_verify(ModelSession& session, std::span<const uint32_t> to
   // than the pass; the MLA caches are only cut, never copied.
   verify_before_ = s.snapshot();
   verify_rows_ = 0;
+  verify_session_ = nullptr;
   set_kda_log(&verify_log_);
   Rows logits;
   try {
@@ -164,15 +165,22 @@ Rows K3Model::forward_verify(ModelSession& session, std::span<const uint32_t> to
   }
   set_kda_log(nullptr);
   verify_rows_ = tokens.size();
+  verify_session_ = &session;
   return logits;
 }
 
 void K3Model::keep_verified(ModelSession& session, size_t rows) {
   if (rows == 0 || rows > verify_rows_) fail("verifier: cannot commit ", rows, " rows of a ", verify_rows_, "-row pass");
-  if (rows == verify_rows_) return;  // every row kept: the pass left the session exactly right
-  K3Session& s = k3_session(session);
-  s.rollback(verify_before_, verify_before_.length + static_cast<int64_t>(rows));
-  replay_kda(s, verify_log_, rows);
+  if (&session != verify_session_) fail("verifier: keep_verified on another session than the verified pass's");
+  if (rows < verify_rows_) {  // else every row kept: the pass left the session exactly right
+    K3Session& s = k3_session(session);
+    s.rollback(verify_before_, verify_before_.length + static_cast<int64_t>(rows));
+    replay_kda(s, verify_log_, rows);
+  }
+  verify_rows_ = 0;
+  verify_session_ = nullptr;
+  verify_before_ = K3Session::Snapshot{};
+  verify_log_ = KdaLog{};
 }
 
 Rows K3Model::forward_k3(K3Session& session, std::span<const uint32_t> tokens, bool all_logits, const PassShape& shape) {

@@ -90,8 +90,11 @@ private:
   const K3Config& c_;
   const K3Weights& w_;
   ModelSummary summary_;
-  KdaLog verify_log_;                  // forward_verify's KDA steps
-  K3Session::Snapshot verify_before_;  // the session before that pass
+  // The last forward_verify's pass, until keep_verified (then freed: the KDA
+  // copy is as large as the session's fixed state).
+  KdaLog verify_log_;                  // its KDA steps
+  K3Session::Snapshot verify_before_;  // the session before it
+  const ModelSession* verify_session_ = nullptr;
   size_t verify_rows_ = 0;
   ExpertSource& experts_;
   ThreadPool* pool_;

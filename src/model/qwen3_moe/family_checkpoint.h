@@ -23,6 +23,7 @@ public:
   std::vector<RecordPart> record_layout() const override;
   std::vector<uint8_t> read_expert_record(int64_t layer, int64_t expert) const override;
   std::vector<SpineTensorSpec> spine_tensors() const override;
+  std::vector<std::string> tokenizer_files() const override { return {"tokenizer.json", "tokenizer_config.json"}; }
   const Qwen3MoeConfig& config() const { return config_; }
 
 private:

@@ -58,6 +58,10 @@ Qwen3MoeConfig parse_qwen3_moe_config(const json& root, const std::string& sourc
     const bool mlp_only = std::find(c.mlp_only_layers.begin(), c.mlp_only_layers.end(), l) != c.mlp_only_layers.end();
     c.moe_layer[static_cast<size_t>(l)] = !mlp_only && (l + 1) % c.decoder_sparse_step == 0;
   }
+  if (c.moe_layers().empty())
+    fail(source, ": no layer is sparse (decoder_sparse_step = ", c.decoder_sparse_step, ", mlp_only_layers ",
+         root.contains("mlp_only_layers") ? root.at("mlp_only_layers").dump() : "[]",
+         "): a model without routed experts is not Qwen3-MoE");
   f.collect_unused(c.unused_fields);
   return c;
 }

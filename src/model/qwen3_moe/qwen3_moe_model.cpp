@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <typeinfo>
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -124,10 +125,14 @@ ModelSummary qwen3_moe_summary(const Qwen3MoeConfig& c) {
   m.session_bytes_per_position = Qwen3Session::bytes_per_position(b);
   // Per position of a pass: x, h and the MLP output (3 rows of width d), the
   // attention block's input norm, q, k, v, its output and o_proj's (d, 2 q_dim,
-  // 2 kv_dim, d), the router's logits and the k expert outputs (k rows of d).
-  const uint64_t d = static_cast<uint64_t>(b.hidden_size);
-  m.pass_row_bytes = 4 * (d * (5 + static_cast<uint64_t>(c.num_experts_per_tok)) + 2 * static_cast<uint64_t>(b.q_dim()) +
-                          2 * static_cast<uint64_t>(b.kv_dim()) + static_cast<uint64_t>(c.num_experts));
+  // 2 kv_dim, d), the router's logits, the k expert outputs (k rows of d), one
+  // expert's scratch (its input and output, gate and up: 2 d + 2 I_moe) and a
+  // dense layer's gate and up (2 I, when the model has dense layers).
+  const uint64_t d = static_cast<uint64_t>(b.hidden_size), I = static_cast<uint64_t>(c.moe_intermediate_size);
+  const uint64_t dense = c.moe_layers().size() < static_cast<size_t>(b.num_hidden_layers)
+                             ? 2 * static_cast<uint64_t>(b.intermediate_size) : 0;
+  m.pass_row_bytes = 4 * (d * (7 + static_cast<uint64_t>(c.num_experts_per_tok)) + 2 * static_cast<uint64_t>(b.q_dim()) +
+                          2 * static_cast<uint64_t>(b.kv_dim()) + static_cast<uint64_t>(c.num_experts) + 2 * I + dense);
   return m;
 }
 
@@ -140,20 +145,27 @@ std::shared_ptr<SessionMark> Qwen3MoeModel::mark(const ModelSession& session) co
 }
 
 void Qwen3MoeModel::rewind(ModelSession& session, const SessionMark& mark) const {
+  // Marks of this family are plain lengths; another family's carries state this one cannot restore.
+  if (typeid(mark) != typeid(SessionMark)) fail("Qwen3-MoE model: the mark belongs to another model family");
   qwen3_session(session).truncate(mark.length);  // refuses a mark past the session's length
 }
 
 Rows Qwen3MoeModel::forward_verify(ModelSession& session, std::span<const uint32_t> tokens) {
   verify_start_ = qwen3_session(session).length();
   verify_rows_ = 0;
+  verify_session_ = nullptr;
   Rows logits = forward(session, tokens, true);  // a pass that throws commits nothing
   verify_rows_ = tokens.size();
+  verify_session_ = &session;
   return logits;
 }
 
 void Qwen3MoeModel::keep_verified(ModelSession& session, size_t rows) {
   if (rows == 0 || rows > verify_rows_) fail("verifier: cannot commit ", rows, " rows of a ", verify_rows_, "-row pass");
+  if (&session != verify_session_) fail("verifier: keep_verified on another session than the verified pass's");
   qwen3_session(session).truncate(verify_start_ + static_cast<int64_t>(rows));
+  verify_rows_ = 0;
+  verify_session_ = nullptr;
 }
 
 Rows Qwen3MoeModel::forward(ModelSession& model_session, std::span<const uint32_t> tokens, bool all_logits,
@@ -171,6 +183,11 @@ Rows Qwen3MoeModel::forward(ModelSession& model_session, std::span<const uint32_
   const int64_t start = session.length();
   session.reserve(static_cast<int64_t>(T));
   experts_.begin_pass(T);
+  // The source's pass ends however this one does (a cancel, an expert read error).
+  struct EndPass {
+    ExpertSource& e;
+    ~EndPass() { e.end_pass(); }
+  } end_pass{experts_};
 
   const size_t d = c.hidden_size, V = c.vocab_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -184,10 +201,7 @@ Rows Qwen3MoeModel::forward(ModelSession& model_session, std::span<const uint32_
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     // Abandoned between layers: nothing was committed, so the session still
     // holds exactly what it held before the pass.
-    if (shape.cancelled && shape.cancelled()) {
-      experts_.end_pass();
-      return Rows();
-    }
+    if (shape.cancelled && shape.cancelled()) return Rows();
     if (shape.on_layer) shape.on_layer(l);
     const Qwen3MoeLayerWeights& L = w_.layers[static_cast<size_t>(l)];
     qwen3_attention_block(c, L.attn, l, session, start, T, cos_t.data(), sin_t.data(), x.v.data(), pool_);
@@ -204,7 +218,6 @@ Rows Qwen3MoeModel::forward(ModelSession& model_session, std::span<const uint32_
   for (size_t r = 0; r < rows; ++r) rmsnorm(x.row(first + r), w_.final_norm.data(), d, eps, normed.row(r));
   matmul(w_.output().view(), normed.v.data(), rows, logits.v.data(), pool_);
   session.commit(static_cast<int64_t>(T));
-  experts_.end_pass();
   return logits;
 }
 

@@ -66,8 +66,9 @@ private:
   const Qwen3MoeConfig& c_;
   const Qwen3MoeWeights& w_;
   ModelSummary summary_;
-  int64_t verify_start_ = 0;
+  int64_t verify_start_ = 0;  // the last forward_verify's pass, until keep_verified
   size_t verify_rows_ = 0;
+  const ModelSession* verify_session_ = nullptr;
   ExpertSource& experts_;
   ThreadPool* pool_;
   Qwen3Rope rope_;
