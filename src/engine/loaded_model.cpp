@@ -62,6 +62,31 @@ std::string store_fingerprint(const std::string& dir) {
   return to_hex(sha256(id.data(), id.size()));
 }
 
+// What every store run opens once its manifest and memory plan are set: the
+// heat histogram, the monitor (and trace) and the streaming expert source
+// with its cache, warmed with the pinned experts; `fetch` for a store whose
+// experts come from a mirror.
+void open_streaming_experts(LoadedModel& m, const EngineOptions& o, int64_t experts_per_token, bool gate_by_idle,
+                            const std::optional<FetchOptions>& fetch) {
+  const StoreManifest& man = *m.manifest;
+  m.heat = std::make_unique<HeatHistogram>(HeatHistogram::load(m.store_dir, man.layers, man.experts));
+  m.monitor = std::make_unique<Monitor>(man.drives.size());
+  if (!o.trace.empty()) m.monitor->open_trace(o.trace);
+  StreamOptions so;
+  so.cache_slots = m.memory.cache_slots;
+  so.pinned_slots = m.memory.pinned_slots;
+  so.reader = o.reader;
+  so.gate_prefetch_by_idle = gate_by_idle;
+  if (fetch) {
+    so.store_dir = m.store_dir;
+    so.fetch = *fetch;
+  }
+  auto source = std::make_unique<StreamingExpertSource>(man, so, m.heat.get(), m.monitor.get(), experts_per_token);
+  m.stream = source.get();
+  m.experts = std::move(source);
+  m.stream->warm_pinned();
+}
+
 }  // namespace
 
 std::unique_ptr<LoadedK3> load_k3_resident(const std::string& dir, int threads) {
@@ -117,16 +142,8 @@ std::unique_ptr<LoadedK3> load_k3_store(const std::string& store_dir, const Engi
   m->weights = load_k3_weights(c, *spine);
   spine.reset();
 
-  m->heat = std::make_unique<HeatHistogram>(HeatHistogram::load(store_dir, c.num_hidden_layers, c.num_experts));
-  m->monitor = std::make_unique<Monitor>(man.drives.size());
-  if (!o.trace.empty()) m->monitor->open_trace(o.trace);
-  StreamOptions so;
-  so.cache_slots = m->memory.cache_slots;
-  so.pinned_slots = m->memory.pinned_slots;
-  so.reader = o.reader;
-  so.gate_prefetch_by_idle = o.lookahead == LookaheadMode::Auto;
+  std::optional<FetchOptions> fetch;
   if (man.remote) {
-    so.store_dir = store_dir;
     FetchOptions fo;
     fo.threads = o.fetch_threads;
     fo.matrices = expert_matrix_shapes(c);
@@ -134,12 +151,9 @@ std::unique_ptr<LoadedK3> load_k3_store(const std::string& store_dir, const Engi
       if (!(*o.disk_budget_gb >= 0)) fail("--disk-budget: ", *o.disk_budget_gb, " (must be >= 0 GB)");
       fo.disk_budget_bytes = static_cast<uint64_t>(*o.disk_budget_gb * 1e9);
     }
-    so.fetch = fo;
+    fetch = fo;
   }
-  auto source = std::make_unique<StreamingExpertSource>(man, so, m->heat.get(), m->monitor.get(), c.num_experts_per_token);
-  m->stream = source.get();
-  m->experts = std::move(source);
-  m->stream->warm_pinned();
+  open_streaming_experts(*m, o, c.num_experts_per_token, o.lookahead == LookaheadMode::Auto, fetch);
   m->pool = std::make_unique<ThreadPool>(o.threads);
   m->model = std::make_unique<K3Model>(m->config, m->weights, *m->experts, m->pool.get());
   if (o.lookahead != LookaheadMode::Off) {
@@ -225,18 +239,8 @@ std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_store(const std::string& store_di
   m->weights = load_qwen3_moe_weights(c, *spine);
   spine.reset();
 
-  m->heat = std::make_unique<HeatHistogram>(HeatHistogram::load(store_dir, c.base.num_hidden_layers, c.num_experts));
-  m->monitor = std::make_unique<Monitor>(man.drives.size());
-  if (!o.trace.empty()) m->monitor->open_trace(o.trace);
   if (man.remote) fail(store_dir, ": a streamed (--stream) Qwen3-MoE store; setup --stream is K3's only yet");
-  StreamOptions so;
-  so.cache_slots = m->memory.cache_slots;
-  so.pinned_slots = m->memory.pinned_slots;
-  so.reader = o.reader;
-  auto source = std::make_unique<StreamingExpertSource>(man, so, m->heat.get(), m->monitor.get(), c.num_experts_per_tok);
-  m->stream = source.get();
-  m->experts = std::move(source);
-  m->stream->warm_pinned();
+  open_streaming_experts(*m, o, c.num_experts_per_tok, false, std::nullopt);
   m->pool = std::make_unique<ThreadPool>(o.threads);
   m->model = std::make_unique<Qwen3MoeModel>(m->config, m->weights, *m->experts, m->pool.get());
   m->load_seconds = since(t0);
