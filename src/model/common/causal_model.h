@@ -27,6 +27,8 @@
 
 namespace deltafin {
 
+[[noreturn]] void throw_wrong_family_session(const char* family);
+
 // One sequence's state (caches, recurrent state), opaque to callers.
 class ModelSession {
 public:
@@ -70,6 +72,21 @@ struct PassShape {
   std::function<void(int64_t layer)> on_layer;
   std::chrono::microseconds poll_interval = kCancelPollInterval;  // tests set 0: every poll asks
 };
+
+// The family's own session type behind a family-neutral one; an error naming
+// `family` when the session belongs to another family.
+template <typename Session>
+Session& session_as(ModelSession& session, const char* family) {
+  auto* s = dynamic_cast<Session*>(&session);
+  if (!s) throw_wrong_family_session(family);
+  return *s;
+}
+template <typename Session>
+const Session& session_as(const ModelSession& session, const char* family) {
+  auto* s = dynamic_cast<const Session*>(&session);
+  if (!s) throw_wrong_family_session(family);
+  return *s;
+}
 
 class CausalModel {
 public:

@@ -87,17 +87,8 @@ void K3Model::attention_sliced(int64_t layer, K3Session& s, const Rows& x, Rows&
   }
 }
 
-K3Session& k3_session(ModelSession& session) {
-  auto* s = dynamic_cast<K3Session*>(&session);
-  if (!s) fail("K3 model: the session belongs to another model family");
-  return *s;
-}
-
-const K3Session& k3_session(const ModelSession& session) {
-  auto* s = dynamic_cast<const K3Session*>(&session);
-  if (!s) fail("K3 model: the session belongs to another model family");
-  return *s;
-}
+K3Session& k3_session(ModelSession& session) { return session_as<K3Session>(session, "K3"); }
+const K3Session& k3_session(const ModelSession& session) { return session_as<K3Session>(session, "K3"); }
 
 ModelSummary k3_summary(const K3Config& c) {
   ModelSummary m;

@@ -1,7 +1,5 @@
 #include "model/qwen3_moe/family_checkpoint.h"
 
-#include <set>
-
 #include "model/qwen3_moe/qwen3_moe_weights.h"
 #include "util/error.h"
 
@@ -10,17 +8,13 @@ namespace deltafin {
 Qwen3MoeFamilyCheckpoint::Qwen3MoeFamilyCheckpoint(const std::string& dir)
     : config_(read_qwen3_moe_config(dir + "/config.json")), checkpoint_(Checkpoint::open(dir)) {
   // Every tensor the architecture has, of the right dtype and shape, and no other.
-  std::set<std::string> expected;
   for (const TensorSpec& t : qwen3_moe_tensor_specs(config_)) {
-    expected.insert(t.name);
     TensorRef ref = checkpoint_.find(t.name);
     if (!ref) fail(dir, ": tensor '", t.name, "' is missing");
     if (ref.info->dtype != t.dtype || ref.info->shape != t.shape)
       fail(ref.shard->path(), ": tensor '", t.name, "' is ", dtype_name(ref.info->dtype), " of another shape than config.json gives");
   }
-  for (const std::string& name : checkpoint_.names())
-    if (!expected.count(name) && !(config_.base.tie_word_embeddings && name == "lm_head.weight"))
-      fail(dir, ": tensor '", name, "' is not part of the Qwen3-MoE architecture described by config.json");
+  check_no_unknown_qwen3_moe_tensors(config_, checkpoint_);
 }
 
 std::vector<RecordPart> Qwen3MoeFamilyCheckpoint::record_layout() const {

@@ -98,17 +98,8 @@ void Qwen3MoeModel::moe(int64_t layer, const Rows& h, Rows& out) {
   }
 }
 
-Qwen3Session& qwen3_session(ModelSession& session) {
-  auto* s = dynamic_cast<Qwen3Session*>(&session);
-  if (!s) fail("Qwen3 model: the session belongs to another model family");
-  return *s;
-}
-
-const Qwen3Session& qwen3_session(const ModelSession& session) {
-  auto* s = dynamic_cast<const Qwen3Session*>(&session);
-  if (!s) fail("Qwen3 model: the session belongs to another model family");
-  return *s;
-}
+Qwen3Session& qwen3_session(ModelSession& session) { return session_as<Qwen3Session>(session, "Qwen3"); }
+const Qwen3Session& qwen3_session(const ModelSession& session) { return session_as<Qwen3Session>(session, "Qwen3"); }
 
 ModelSummary qwen3_moe_summary(const Qwen3MoeConfig& c) {
   const Qwen3Config& b = c.base;

@@ -59,12 +59,16 @@ std::vector<TensorSpec> specs(const Qwen3MoeConfig& c, bool with_experts) {
 std::vector<TensorSpec> qwen3_moe_tensor_specs(const Qwen3MoeConfig& c) { return specs(c, true); }
 std::vector<TensorSpec> qwen3_moe_spine_specs(const Qwen3MoeConfig& c) { return specs(c, false); }
 
-Qwen3MoeWeights load_qwen3_moe_weights(const Qwen3MoeConfig& c, const Checkpoint& ck) {
+void check_no_unknown_qwen3_moe_tensors(const Qwen3MoeConfig& c, const Checkpoint& ck) {
   std::set<std::string> expected;
   for (const TensorSpec& t : qwen3_moe_tensor_specs(c)) expected.insert(t.name);
   for (const std::string& name : ck.names())
     if (!expected.count(name) && !(c.base.tie_word_embeddings && name == "lm_head.weight"))
       fail(ck.dir(), ": tensor '", name, "' is not part of the Qwen3-MoE architecture described by config.json");
+}
+
+Qwen3MoeWeights load_qwen3_moe_weights(const Qwen3MoeConfig& c, const Checkpoint& ck) {
+  check_no_unknown_qwen3_moe_tensors(c, ck);
 
   CheckpointSpineSource source(ck);
   Qwen3MoeWeights w = load_qwen3_moe_weights(c, source);

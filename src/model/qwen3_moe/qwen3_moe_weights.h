@@ -45,6 +45,10 @@ std::vector<TensorSpec> qwen3_moe_tensor_specs(const Qwen3MoeConfig& config);
 // The spine's tensors only (everything but the routed experts).
 std::vector<TensorSpec> qwen3_moe_spine_specs(const Qwen3MoeConfig& config);
 
+// Refuses a checkpoint holding a tensor the architecture described by
+// `config` does not have (another architecture, or a config of another model).
+void check_no_unknown_qwen3_moe_tensors(const Qwen3MoeConfig& config, const Checkpoint& checkpoint);
+
 // Loads the spine; refuses a checkpoint with a tensor the architecture does
 // not have, or one of the wrong dtype or shape, naming the shard.
 Qwen3MoeWeights load_qwen3_moe_weights(const Qwen3MoeConfig& config, const Checkpoint& checkpoint);
