@@ -15,7 +15,6 @@
 #include "engine/run_stats.h"
 #include "spec/drafter_factory.h"
 #include "spec/speculative_generate.h"
-#include "tokenizer/chat_encode.h"
 #include "tokenizer/stream_decoder.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -45,12 +44,13 @@ std::vector<uint32_t> encode_prompt(LoadedModel& m, const RunArgs& a) {
   if (!a.prompt_ids.empty() && a.chat) fail("--prompt-ids is a raw prompt: it cannot be combined with --chat");
   if (!a.prompt_ids.empty()) return parse_token_list(a.prompt_ids, "--prompt-ids");
   if (!a.chat) return m.text->encode_ordinary(a.prompt);  // raw mode: no BOS, ever (§7.8)
-  const Tokenizer& tok = *require_k3(m, "run --chat").tokenizer;
-  ChatOptions o;
+  const ChatFormat* chat = m.chat();
+  if (!chat) fail("--chat: ", m.chat_missing());
+  ChatTurnOptions o;
   o.thinking = !a.no_thinking;
   o.reasoning_effort = a.effort;
   nlohmann::ordered_json messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", a.prompt}}});
-  return encode_chat_segments(tok, render_chat(messages, o));
+  return chat->render(messages, o).tokens;
 }
 
 void print_stats(const GenerateStats& st, double load_s) {
@@ -120,11 +120,12 @@ int run(const RunArgs& a) {
   std::vector<uint32_t> prompt = encode_prompt(*m, a);
   check_token_ids(prompt, model.summary().vocab, "--prompt-ids");
   std::unique_ptr<ModelSession> session_ptr = model.new_session();
-  ModelSession& session = *session_ptr;
   GenerateParams p;
   p.max_new = a.max_new;
-  p.eos = m->eos.value_or(0);
-  p.ignore_eos = a.ignore_eos || !m->eos;  // a model that names no end token runs to the budget
+  // A chat ends at its end-of-turn token, raw text at the model's end token.
+  const std::optional<uint32_t> end = a.chat ? std::optional(m->chat()->end_of_turn()) : m->eos;
+  p.eos = end.value_or(0);
+  p.ignore_eos = a.ignore_eos || !end;  // a model that names no end token runs to the budget
   p.prefill_chunk = a.prefill_chunk;
   p.prefill_group = a.prefill_group;
   p.stop = &g_interrupted;
@@ -143,23 +144,21 @@ int run(const RunArgs& a) {
   // Prompt states on disk (engine/prompt_disk_cache.h): restore the longest
   // kept prefix, keep the state at the prompt's last whole block.
   std::unique_ptr<PromptDiskCache> disk;
-  // The store's default directory applies to families that keep prompt
-  // states on disk (K3 yet); asking for one explicitly with another family fails below.
-  const bool disk_states = dynamic_cast<LoadedK3*>(m.get()) != nullptr || !a.prompt_cache.dir.empty();
-  const std::string cache_dir = disk_states ? a.prompt_cache.dir_for(a.model) : "";
-  if (!disk_states && a.stats && !a.prompt_cache.dir_for(a.model).empty())
-    std::fprintf(stderr, "prompt cache: prompt states on disk are K3's only yet; none kept for %s\n", m->family->name);
-  std::optional<K3Session::Snapshot> kept;
+  const std::string cache_dir = a.prompt_cache.dir_for(a.model);
+  std::shared_ptr<SessionMark> kept;
   if (!cache_dir.empty()) {
-    LoadedK3& k3 = require_k3(*m, "--prompt-cache-dir (prompt states on disk)");
-    disk = std::make_unique<PromptDiskCache>(cache_dir, a.prompt_cache.budget_bytes(), m->fingerprint, k3.config);
-    p.prompt_done = disk->restore(prompt, 0, k3_session(session));
-    p.save_point = PromptDiskCache::save_point(static_cast<int64_t>(prompt.size()));
-    p.at_save_point = [&](const ModelSession& s) { kept = k3_session(s).snapshot(); };
+    disk = std::make_unique<PromptDiskCache>(cache_dir, a.prompt_cache.budget_bytes(), m->fingerprint, model);
+    if (PromptDiskCache::Restored r = disk->restore(prompt, 0); r.session) {
+      session_ptr = std::move(r.session);
+      p.prompt_done = r.length;
+    }
+    p.pause_at = {PromptDiskCache::save_point(static_cast<int64_t>(prompt.size()))};
+    p.at_pause = [&](const ModelSession& s) { kept = model.mark(s); };
     if (a.stats && p.prompt_done > 0)
       std::fprintf(stderr, "prompt cache: %lld of %zu prompt tokens restored from %s\n",
                    static_cast<long long>(p.prompt_done), prompt.size(), cache_dir.c_str());
   }
+  ModelSession& session = *session_ptr;
 
   StreamDecoder decoder(*m->text);
   GenerateStats st = generate_speculative(model, session, prompt, p, sp, &spec_stats, [&](uint32_t id) {
@@ -173,7 +172,7 @@ int run(const RunArgs& a) {
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::printf("\n");
   std::fflush(stdout);
-  if (disk && kept) disk->save(std::span(prompt).first(static_cast<size_t>(kept->length)), *kept, k3_session(session));
+  if (disk && kept) disk->save(std::span(prompt).first(static_cast<size_t>(kept->length)), *kept, session);
   std::signal(SIGINT, SIG_DFL);
   m->save_heat();
   if (a.stats) print_stats(st, m->load_seconds);
@@ -218,7 +217,7 @@ Command add_run(CLI::App& app) {
   auto* text = sub->add_option("--prompt", a->prompt, "The prompt (raw text, or the user message with --chat)");
   auto* ids = sub->add_option("--prompt-ids", a->prompt_ids, "The prompt as comma-separated token ids (raw, for benchmarks)");
   text->excludes(ids);
-  sub->add_flag("--chat", a->chat, "Render the prompt as a user message with the K3 chat template");
+  sub->add_flag("--chat", a->chat, "Render the prompt as a user message with the model family's chat template");
   sub->add_option("--reasoning-effort", a->effort, "Chat: thinking effort")
       ->check(CLI::IsMember({"low", "high", "max"}))
       ->capture_default_str();

@@ -9,7 +9,8 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
-#include "server/generation_service.h"
+#include "engine/prefill.h"
+#include "runtime/engine.h"
 #include "server/http_server.h"
 #include "util/error.h"
 
@@ -43,10 +44,10 @@ std::string default_model_name(const ModelArgs& a) {
 }
 
 int serve(ServeArgs a) {
-  auto m = load_k3_model(a.model, "serve");
+  auto m = load_model(a.model);
   std::fprintf(stderr, "%s\n", m->describe().c_str());
   if (a.server.model_name.empty()) a.server.model_name = default_model_name(a.model);
-  ServiceOptions so;
+  EngineSettings so;
   so.max_tokens_ceiling = a.max_tokens;
   so.prompt_cache_entries = a.prompt_cache_slots;
   so.prompt_cache_bytes = static_cast<uint64_t>(a.prompt_cache_mb * 1e6);
@@ -65,9 +66,10 @@ int serve(ServeArgs a) {
   a.server.idle_timeout_ms = static_cast<int64_t>(a.idle_timeout_s * 1000);
   if (const char* d = std::getenv("DELTAFIN_SERVE_STEP_DELAY_MS")) so.step_delay_ms = std::atoi(d);
   g_shutdown.store(false);
-  GenerationService service(*m, so, &g_shutdown);
-  std::fprintf(stderr, "serve: speculative drafting: %s\n", service.draft().c_str());
-  ApiServer server(service, a.server);
+  Engine engine(std::move(m), so, &g_shutdown);
+  std::fprintf(stderr, "serve: speculative drafting: %s\n", engine.drafter().c_str());
+  if (!engine.chat()) std::fprintf(stderr, "serve: chat completions are refused: %s\n", engine.chat_missing().c_str());
+  ApiServer server(engine, a.server);
   const int port = server.bind();
   if (a.server.host != "127.0.0.1" && a.server.host != "::1" && a.server.host != "localhost")
     std::fprintf(stderr, "serve: WARNING: listening on %s, reachable from other machines%s\n", a.server.host.c_str(),
@@ -75,8 +77,8 @@ int serve(ServeArgs a) {
   std::fprintf(stderr,
                "serve: listening on http://%s:%d (model \"%s\", context %lld tokens, session budget %.1f MB, queue %zu, "
                "at most %zu connections)\n",
-               a.server.host.c_str(), port, a.server.model_name.c_str(), static_cast<long long>(service.context_limit()),
-               static_cast<double>(service.session_budget_bytes()) / 1e6, a.server.queue, a.server.max_connections);
+               a.server.host.c_str(), port, a.server.model_name.c_str(), static_cast<long long>(engine.context_limit()),
+               static_cast<double>(engine.session_budget_bytes()) / 1e6, a.server.queue, a.server.max_connections);
   std::fflush(stderr);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
@@ -102,7 +104,7 @@ int serve(ServeArgs a) {
   served.store(true);
   g_shutdown.store(true);
   watcher.join();
-  m->save_heat();
+  engine.save_heat();
   if (signalled != std::chrono::steady_clock::time_point{})
     std::fprintf(stderr, "serve: stopped %.3f s after the signal\n",
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count());

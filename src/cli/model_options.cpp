@@ -70,10 +70,4 @@ void add_prompt_cache_options(CLI::App* sub, PromptCacheArgs& a) {
       ->capture_default_str();
 }
 
-std::unique_ptr<LoadedK3> load_k3_model(const ModelArgs& a, const std::string& what) {
-  std::unique_ptr<LoadedModel> m = load_model(a);
-  require_k3(*m, what);
-  return std::unique_ptr<LoadedK3>(static_cast<LoadedK3*>(m.release()));
-}
-
 }  // namespace deltafin::cli

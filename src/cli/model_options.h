@@ -40,7 +40,5 @@ void add_prompt_cache_options(CLI::App* sub, PromptCacheArgs& a);
 // Loads what --model or --store names (exactly one must be given), of the
 // family its config.json names.
 std::unique_ptr<LoadedModel> load_model(const ModelArgs& a);
-// The same for commands that only run K3 models yet (`what` names the command in the error).
-std::unique_ptr<LoadedK3> load_k3_model(const ModelArgs& a, const std::string& what);
 
 }  // namespace deltafin::cli

@@ -27,13 +27,13 @@ bool stop_after_token(const GenerateParams& p, uint32_t token, int64_t new_token
   if (token == p.eos && !p.ignore_eos) return st.reason = StopReason::Eos, true;
   if (new_tokens >= p.max_new) return st.reason = StopReason::MaxNew, true;
   if (length >= limit) return st.reason = StopReason::ContextFull, true;
-  if (p.stop && p.stop->load()) return st.reason = StopReason::Interrupted, true;
+  if ((p.stop && p.stop->load()) || (p.cancelled && p.cancelled())) return st.reason = StopReason::Interrupted, true;
   return false;
 }
 
-std::function<bool()> stop_requested(const std::atomic<bool>* stop) {
-  if (!stop) return {};
-  return [stop] { return stop->load(); };
+std::function<bool()> stop_requested(const GenerateParams& p) {
+  if (!p.stop && !p.cancelled) return {};
+  return [stop = p.stop, cancelled = p.cancelled] { return (stop && stop->load()) || (cancelled && cancelled()); };
 }
 
 }  // namespace deltafin

@@ -32,14 +32,20 @@ struct GenerateParams {
   StepObserver* observer = nullptr;
   int64_t prefill_chunk = kDefaultPrefillChunk;  // rows per prefill slice (engine/prefill.h); 0 = whole group
   int64_t prefill_group = 0;                     // positions per layer-major prefill pass; 0 = by memory (prefill_group_rows)
-  // generate_speculative only: the session already holds prompt[0, prompt_done)
-  // (a state restored from disk), so the prefill starts there; and when
-  // prompt_done < save_point < the prompt's size, the prefill stops once at
-  // save_point and tells at_save_point (to keep that state). Neither changes
-  // a bit of the output.
+  // Asked like `stop` (between prefill passes, inside long ones, and after
+  // every token) where a flag does not fit: a client that left, a stop
+  // string matched. Either one ends the run as Interrupted.
+  std::function<bool()> cancelled;
+  // Told how many prompt tokens are done, during the prefill (progress).
+  std::function<void(int64_t done)> on_prefill_progress;
+  // The session already holds prompt[0, prompt_done) (a state restored from
+  // RAM or disk), so the prefill starts there; and the prefill stops at each
+  // length in `pause_at` (ascending) with prompt_done < length < the
+  // prompt's size and tells at_pause the session there (to mark it: prompt
+  // reuse keeps such states). Neither changes a bit of the output.
   int64_t prompt_done = 0;
-  int64_t save_point = 0;
-  std::function<void(const ModelSession&)> at_save_point;
+  std::vector<int64_t> pause_at;
+  std::function<void(const ModelSession&)> at_pause;
 };
 
 enum class StopReason { Eos, MaxNew, ContextFull, Interrupted };
@@ -62,8 +68,8 @@ int64_t generation_limit(const ModelSummary& model, const GenerateParams& p, int
 bool stop_after_token(const GenerateParams& p, uint32_t token, int64_t new_tokens, int64_t length, int64_t limit,
                       GenerateStats& st);
 
-// prefill()'s `cancelled` for a stop flag: empty when there is no flag, so
-// prefill takes no rollback snapshot it can never need.
-std::function<bool()> stop_requested(const std::atomic<bool>* stop);
+// prefill()'s `cancelled` for the stop flag and callback: empty when there
+// is neither, so prefill takes no rollback snapshot it can never need.
+std::function<bool()> stop_requested(const GenerateParams& p);
 
 }  // namespace deltafin

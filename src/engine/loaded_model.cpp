@@ -87,6 +87,16 @@ void open_streaming_experts(LoadedModel& m, const EngineOptions& o, int64_t expe
   m.stream->warm_pinned();
 }
 
+// Qwen3's chat format when the tokenizer has its chat tokens (a base model's
+// may lack <think>): chat requests are then refused, saying which is missing.
+void attach_qwen3_chat(LoadedQwen3Moe& m) {
+  std::string why;
+  if (std::optional<Qwen3ChatTokens> ids = qwen3_chat_tokens(*m.tokenizer, &why))
+    m.chat_format = std::make_unique<Qwen3ChatFormat>(*m.tokenizer, *m.text, *ids);
+  else
+    m.no_chat = m.tokenizer_json + ": " + why + ", so it cannot render a Qwen3 chat";
+}
+
 }  // namespace
 
 std::unique_ptr<LoadedK3> load_k3_resident(const std::string& dir, int threads) {
@@ -102,6 +112,7 @@ std::unique_ptr<LoadedK3> load_k3_resident(const std::string& dir, int threads) 
   m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(dir));
   m->text = token_text(*m->tokenizer);
   m->eos = m->tokenizer->eos_id();
+  m->chat_format = std::make_unique<K3ChatFormat>(*m->tokenizer);
   m->pool = std::make_unique<ThreadPool>(threads);
   m->model = std::make_unique<K3Model>(m->config, m->weights, *m->experts, m->pool.get());
   m->fingerprint = checkpoint_fingerprint(dir);
@@ -128,6 +139,7 @@ std::unique_ptr<LoadedK3> load_k3_store(const std::string& store_dir, const Engi
   m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(store_dir));
   m->text = token_text(*m->tokenizer);
   m->eos = m->tokenizer->eos_id();
+  m->chat_format = std::make_unique<K3ChatFormat>(*m->tokenizer);
   if (static_cast<int64_t>(m->tokenizer->vocab_size()) != c.vocab_size)
     fail(store_dir, ": the tokenizer has ", m->tokenizer->vocab_size(), " ids but config.json's vocab_size is ", c.vocab_size);
 
@@ -182,6 +194,7 @@ std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_resident(const std::string& dir, 
          m->config.base.vocab_size);
   m->text = token_text(*m->tokenizer);
   if (!m->config.base.eos_token_ids.empty()) m->eos = static_cast<uint32_t>(m->config.base.eos_token_ids[0]);
+  attach_qwen3_chat(*m);
   m->pool = std::make_unique<ThreadPool>(threads);
   m->model = std::make_unique<Qwen3MoeModel>(m->config, m->weights, *m->experts, m->pool.get());
   m->fingerprint = checkpoint_fingerprint(dir);
@@ -231,6 +244,7 @@ std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_store(const std::string& store_di
          c.base.vocab_size);
   m->text = token_text(*m->tokenizer);
   if (!c.base.eos_token_ids.empty()) m->eos = static_cast<uint32_t>(c.base.eos_token_ids[0]);
+  attach_qwen3_chat(*m);
 
   const uint64_t moe_experts = man.moe_layers.size() * static_cast<uint64_t>(man.experts);
   m->memory = plan_memory(man.spine_bytes, man.expert_bytes, moe_experts, c.num_experts_per_tok, o.cache_gb, o.pin_gb,

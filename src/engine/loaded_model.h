@@ -17,8 +17,11 @@
 #include "engine/streaming_source.h"
 #include "format/k3_checkpoint.h"
 #include "model/common/causal_model.h"
+#include "model/common/chat_format.h"
+#include "model/kimi_k3/chat_format.h"
 #include "model/kimi_k3/lookahead.h"
 #include "model/kimi_k3/model.h"
+#include "model/qwen3/qwen3_chat.h"
 #include "model/qwen3_moe/qwen3_moe_model.h"
 #include "model/registry.h"
 #include "store/heat.h"
@@ -61,6 +64,10 @@ struct LoadedModel {
   virtual CausalModel& causal() = 0;
   const ModelSummary& summary() { return causal().summary(); }
   virtual const RouteLookahead* route_lookahead() const { return nullptr; }
+  // The family's chat format (template and answer parser); nullptr, with
+  // chat_missing() saying why, when the tokenizer cannot hold a chat.
+  virtual const ChatFormat* chat() const = 0;
+  virtual std::string chat_missing() const { return ""; }
 
   // Writes the heat histogram back to the store (atomically), if streaming.
   void save_heat();
@@ -75,8 +82,10 @@ struct LoadedK3 final : LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<RouteLookahead> lookahead;
   std::unique_ptr<K3Model> model;
+  std::unique_ptr<K3ChatFormat> chat_format;
   CausalModel& causal() override { return *model; }
   const RouteLookahead* route_lookahead() const override { return lookahead.get(); }
+  const ChatFormat* chat() const override { return chat_format.get(); }
 };
 
 struct LoadedQwen3Moe final : LoadedModel {
@@ -85,7 +94,11 @@ struct LoadedQwen3Moe final : LoadedModel {
   std::unique_ptr<HfTokenizer> tokenizer;
   std::string tokenizer_json;  // the file it was read from
   std::unique_ptr<Qwen3MoeModel> model;
+  std::unique_ptr<Qwen3ChatFormat> chat_format;
+  std::string no_chat;  // why chat_format is null
   CausalModel& causal() override { return *model; }
+  const ChatFormat* chat() const override { return chat_format.get(); }
+  std::string chat_missing() const override { return no_chat; }
 };
 
 std::unique_ptr<LoadedK3> load_k3_resident(const std::string& dir, int threads);

@@ -12,7 +12,6 @@
 #include <cstring>
 #include <filesystem>
 
-#include "model/kimi_k3/session_file.h"
 #include "util/crc32c.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -67,8 +66,8 @@ bool pid_alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0)
 
 }  // namespace
 
-PromptDiskCache::PromptDiskCache(std::string dir, uint64_t budget_bytes, std::string fingerprint, const K3Config& config)
-    : dir_(std::move(dir)), budget_(budget_bytes), fingerprint_(std::move(fingerprint)), config_(config) {
+PromptDiskCache::PromptDiskCache(std::string dir, uint64_t budget_bytes, std::string fingerprint, const CausalModel& model)
+    : dir_(std::move(dir)), budget_(budget_bytes), fingerprint_(std::move(fingerprint)), model_(model) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) fail("prompt cache: cannot create ", dir_, ": ", ec.message());
@@ -112,21 +111,22 @@ int64_t PromptDiskCache::available(std::span<const uint32_t> prompt, int64_t mor
   return 0;
 }
 
-int64_t PromptDiskCache::restore(std::span<const uint32_t> prompt, int64_t more_than, K3Session& session) {
+PromptDiskCache::Restored PromptDiskCache::restore(std::span<const uint32_t> prompt, int64_t more_than) {
   const int64_t blocks = save_point(static_cast<int64_t>(prompt.size())) / kBlock;
-  if (blocks == 0) return 0;
+  if (blocks == 0) return {};
   const std::vector<std::string> names = chain(prompt, blocks);
   for (int64_t k = blocks; k >= 1 && k * kBlock > more_than; --k) {
     const std::string& path = names[static_cast<size_t>(k - 1)];
     if (!file_exists(path)) continue;
-    if (load(path, prompt, k * kBlock, session)) {
+    // A fresh session per file tried: one that proves bad is dropped whole.
+    std::unique_ptr<ModelSession> session = model_.new_session();
+    if (load(path, prompt, k * kBlock, *session)) {
       touch(path);
       stats_.hits++;
-      return k * kBlock;
+      return {std::move(session), k * kBlock};
     }
-    session.reset();
   }
-  return 0;
+  return {};
 }
 
 void PromptDiskCache::reject(const std::string& path, const std::string& why) {
@@ -138,7 +138,7 @@ void PromptDiskCache::reject(const std::string& path, const std::string& why) {
   stats_.rejected++;
 }
 
-bool PromptDiskCache::load(const std::string& path, std::span<const uint32_t> prompt, int64_t length, K3Session& session) {
+bool PromptDiskCache::load(const std::string& path, std::span<const uint32_t> prompt, int64_t length, ModelSession& session) {
   File f;
   try {
     f = File::open_read(path);
@@ -168,7 +168,7 @@ bool PromptDiskCache::load(const std::string& path, std::span<const uint32_t> pr
              false;
     if (h.length != static_cast<uint64_t>(length))
       return reject(path, cat("it holds ", h.length, " positions, its name says ", length)), false;
-    const uint64_t want = static_cast<uint64_t>(length) * 4 + session_state_bytes(config_, length);
+    const uint64_t want = static_cast<uint64_t>(length) * 4 + model_.state_values(length) * 4;
     if (h.payload_bytes != want)
       return reject(path, cat("its payload is ", h.payload_bytes, " bytes; ", length, " positions are ", want)), false;
     if (size != kHeaderBytes + want)
@@ -179,24 +179,23 @@ bool PromptDiskCache::load(const std::string& path, std::span<const uint32_t> pr
     f.pread_exact(tokens.data(), tokens.size() * 4, kHeaderBytes);
     uint32_t crc = crc32c(tokens.data(), tokens.size() * 4);
     uint64_t at = kHeaderBytes + tokens.size() * 4;
-    read_state_parts(config_, length, session, [&](float* dst, size_t n) {
+    model_.read_state(session, length, [&](float* dst, size_t n) {
       f.pread_exact(dst, n * 4, at);
       crc = crc32c(dst, n * 4, crc);
       at += n * 4;
     });
-    if (crc != h.payload_crc) return session.reset(), reject(path, "its contents are corrupt (CRC-32C mismatch)"), false;
+    if (crc != h.payload_crc) return reject(path, "its contents are corrupt (CRC-32C mismatch)"), false;
     if (!std::equal(tokens.begin(), tokens.end(), prompt.begin()))
-      return session.reset(), reject(path, "its tokens differ from the prompt's (a hash collision)"), false;
+      return reject(path, "its tokens differ from the prompt's (a hash collision)"), false;
     return true;
   } catch (const std::exception& e) {
-    session.reset();
     reject(path, e.what());
     return false;
   }
 }
 
-void PromptDiskCache::save(std::span<const uint32_t> tokens, const K3Session::Snapshot& kda, const K3Session& session) {
-  const int64_t length = kda.length;
+void PromptDiskCache::save(std::span<const uint32_t> tokens, const SessionMark& at, const ModelSession& session) {
+  const int64_t length = at.length;
   if (length <= 0 || length % kBlock != 0 || static_cast<int64_t>(tokens.size()) < length) return;
   try {
     const std::string path = path_for(tokens, length / kBlock);
@@ -204,12 +203,12 @@ void PromptDiskCache::save(std::span<const uint32_t> tokens, const K3Session::Sn
       touch(path);
       return;
     }
-    const uint64_t payload_bytes = static_cast<uint64_t>(length) * 4 + session_state_bytes(config_, length);
+    const uint64_t payload_bytes = static_cast<uint64_t>(length) * 4 + model_.state_values(length) * 4;
     if (kHeaderBytes + payload_bytes > budget_) return;  // larger than the whole budget: never kept
     // Two passes over the state, no copy of it: the CRC, then the bytes.
     const size_t token_bytes = static_cast<size_t>(length) * 4;
     uint32_t crc = crc32c(tokens.data(), token_bytes);
-    for_each_state_part(config_, kda, session, length, [&](const float* p, size_t n) { crc = crc32c(p, n * 4, crc); });
+    model_.for_each_state_part(session, at, [&](const float* p, size_t n) { crc = crc32c(p, n * 4, crc); });
     Header h;
     h.version = kFormatVersion;
     h.fingerprint = fingerprint_;
@@ -220,7 +219,7 @@ void PromptDiskCache::save(std::span<const uint32_t> tokens, const K3Session::Sn
     AtomicFile out(path);
     out.write(head.data(), head.size());
     out.write(tokens.data(), token_bytes);
-    for_each_state_part(config_, kda, session, length, [&](const float* p, size_t n) { out.write(p, n * 4); });
+    model_.for_each_state_part(session, at, [&](const float* p, size_t n) { out.write(p, n * 4); });
     if (const char* pause = std::getenv("DELTAFIN_TEST_PROMPT_STATE_PAUSE_MS")) {  // tests: a kill -9 mid-write
       std::fprintf(stderr, "prompt cache: writing %s\n", path.c_str());
       std::fflush(stderr);

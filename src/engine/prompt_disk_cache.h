@@ -12,7 +12,8 @@
 // A file is: a header (magic, format version, the fingerprint, L, the
 // payload's size and CRC-32C, the header's own CRC-32C), the L tokens (checked
 // against the prompt, so even a hash collision cannot restore a wrong
-// state), and the session state (model/kimi_k3/session_file.h). It is written
+// state), and the session state in its family's order (CausalModel::
+// for_each_state_part: K3's in model/kimi_k3/session_file.h). It is written
 // under a temporary name, fsynced and renamed (util/file.h AtomicFile): a
 // crash leaves either no file or a whole one; stale temporaries are removed
 // when the cache is opened. A file that is truncated, corrupt (any CRC), of
@@ -30,7 +31,9 @@
 #include <string>
 #include <vector>
 
-#include "model/kimi_k3/session.h"
+#include <memory>
+
+#include "model/common/causal_model.h"
 
 namespace deltafin {
 
@@ -40,27 +43,33 @@ public:
   static constexpr uint32_t kFormatVersion = 1;
 
   // Opens (creates) `dir`. `fingerprint`: what identifies the model's
-  // weights and numerics (engine: LoadedK3::fingerprint). Throws
-  // deltafin::Error when the directory cannot be made.
-  PromptDiskCache(std::string dir, uint64_t budget_bytes, std::string fingerprint, const K3Config& config);
+  // weights and numerics (engine: LoadedModel::fingerprint; it names the
+  // family's config, so states of one family never reach another). Keeps a
+  // reference to `model`. Throws deltafin::Error when the directory cannot
+  // be made.
+  PromptDiskCache(std::string dir, uint64_t budget_bytes, std::string fingerprint, const CausalModel& model);
 
   // The longest kept length L with more_than < L < prompt.size() (at least
   // one token is always left to run); 0 when none. Looks at names only.
   int64_t available(std::span<const uint32_t> prompt, int64_t more_than) const;
-  // Restores a fresh `session` to the state after prompt[0, L) for the
-  // longest valid kept L (as available()), trying shorter ones when a file
-  // proves bad; returns L, or 0 with the session left fresh.
-  int64_t restore(std::span<const uint32_t> prompt, int64_t more_than, K3Session& session);
+  // A new session holding the state after prompt[0, L) for the longest
+  // valid kept L (as available()), trying shorter ones when a file proves
+  // bad; no session and L = 0 when none is usable.
+  struct Restored {
+    std::unique_ptr<ModelSession> session;
+    int64_t length = 0;
+  };
+  Restored restore(std::span<const uint32_t> prompt, int64_t more_than);
 
   // Where a prompt of n tokens is worth keeping: the largest whole-block
   // length below n (0 when the prompt is shorter than a block).
   static int64_t save_point(int64_t prompt_tokens);
-  // Keeps the state after tokens[0, L), L = kda.length (a whole number of
-  // blocks): the KDA state from `kda`, the latent rows from `session`
-  // (which holds at least L positions). Does nothing when that state is
-  // already kept (it is marked used). Errors are warned about, not thrown:
-  // a cache that cannot write costs only the reuse.
-  void save(std::span<const uint32_t> tokens, const K3Session::Snapshot& kda, const K3Session& session);
+  // Keeps the state after tokens[0, L), L = at.length (a whole number of
+  // blocks): `at` is a mark of `session` taken at that length (the session
+  // may have grown since). Does nothing when that state is already kept (it
+  // is marked used). Errors are warned about, not thrown: a cache that
+  // cannot write costs only the reuse.
+  void save(std::span<const uint32_t> tokens, const SessionMark& at, const ModelSession& session);
 
   struct Stats {
     int64_t hits = 0, writes = 0, rejected = 0, evicted = 0;
@@ -72,14 +81,14 @@ public:
 private:
   std::string path_for(std::span<const uint32_t> tokens, int64_t blocks) const;
   std::vector<std::string> chain(std::span<const uint32_t> tokens, int64_t blocks) const;
-  bool load(const std::string& path, std::span<const uint32_t> prompt, int64_t length, K3Session& session);
+  bool load(const std::string& path, std::span<const uint32_t> prompt, int64_t length, ModelSession& session);
   void reject(const std::string& path, const std::string& why);
   void enforce_budget(const std::string& keep);
 
   std::string dir_;
   uint64_t budget_;
   std::string fingerprint_;
-  const K3Config& config_;
+  const CausalModel& model_;
   Stats stats_;
 };
 

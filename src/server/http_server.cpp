@@ -83,10 +83,11 @@ struct JobResult {
 
 // Runs one admitted job, handing what it shows to `emit` as it comes. `gone`
 // says the client left or the server stops; either ends the job as Cancelled.
-JobResult run_job(GenerationService& service, const Job& job, const std::function<bool(const api::OutputDelta&)>& emit,
+JobResult run_job(Engine& engine, const Job& job, const std::function<bool(const api::OutputDelta&)>& emit,
                   const std::function<bool()>& gone) {
   JobResult r;
-  api::TurnText text(service.tokenizer(), job.prompt.chat, job.prompt.thinking, job.request.stop);
+  api::TurnText text = job.prompt.chat ? api::TurnText(engine.chat()->output(job.prompt.thinking), job.request.stop)
+                                       : api::TurnText(engine.text(), job.request.stop);
   bool emit_failed = false, left = false;
   auto cancelled = [&] { return emit_failed || (left = left || gone()); };
   auto show = [&](const api::OutputDelta& d) {
@@ -95,8 +96,8 @@ JobResult run_job(GenerationService& service, const Job& job, const std::functio
     r.content += d.content;
     if (!emit(d)) emit_failed = true;
   };
-  r.outcome = service.run(
-      job.prompt,
+  r.outcome = engine.generate(
+      job.prompt.tokens, job.prompt.chat, job.prompt.max_new,
       [&](uint32_t id) {
         show(text.push(id));
         if (text.stopped()) return false;
@@ -126,11 +127,11 @@ ApiError shutting_down() {
 
 }  // namespace
 
-ApiServer::ApiServer(GenerationService& service, ServerOptions options)
-    : service_(service), o_(std::move(options)), admission_(o_.queue) {
+ApiServer::ApiServer(Engine& engine, ServerOptions options)
+    : engine_(engine), o_(std::move(options)), admission_(o_.queue) {
   limits_.model_ids = {o_.model_name};
-  limits_.max_tokens_ceiling = service_.max_tokens_ceiling();
-  limits_.vocab_size = static_cast<uint32_t>(service_.config().vocab_size);
+  limits_.max_tokens_ceiling = engine_.max_tokens_ceiling();
+  limits_.vocab_size = static_cast<uint32_t>(engine_.vocab());
   started_ = unix_now();
   http::LoopOptions lo;
   lo.request.max_body_bytes = o_.max_request_bytes;
@@ -231,8 +232,8 @@ void ApiServer::route(http::Exchange& ex) {
 
 void ApiServer::handle_health(http::Exchange& ex) {
   const auto c = admission_.counts();
-  const auto t = service_.totals();
-  const GenerationService::Progress p = service_.progress();
+  const auto t = engine_.totals();
+  const Engine::Progress p = engine_.progress();
   const auto s = loop_->stats();
   json current = {{"phase", p.phase}};
   if (p.phase != "idle") {
@@ -240,12 +241,12 @@ void ApiServer::handle_health(http::Exchange& ex) {
     current["prefill_done"] = p.prefill_done;
     current["generated_tokens"] = p.generated;
     const int64_t positions = p.prefill_done + p.generated;
-    current["session_bytes"] = service_.session_bytes(positions, 0);  // what the session holds now
+    current["session_bytes"] = engine_.session_bytes(positions, 0);  // what the session holds now
   }
   json j = {{"status", stopping_.load() ? "stopping" : "ok"},
             {"model", o_.model_name},
-            {"context_limit", service_.context_limit()},
-            {"session_budget_bytes", service_.session_budget_bytes()},
+            {"context_limit", engine_.context_limit()},
+            {"session_budget_bytes", engine_.session_budget_bytes()},
             {"current", current},
             {"generating", c.active},
             {"waiting", c.waiting},
@@ -255,10 +256,10 @@ void ApiServer::handle_health(http::Exchange& ex) {
             {"prefill_positions", t.prefill_positions},
             {"reused_positions", t.reused_positions},
             {"generated_tokens", t.generated_tokens},
-            {"speculation", {{"drafter", service_.draft()}, {"rounds", t.spec_rounds}, {"drafted", t.spec_drafted}, {"accepted", t.spec_accepted}}},
+            {"speculation", {{"drafter", engine_.drafter()}, {"rounds", t.spec_rounds}, {"drafted", t.spec_drafted}, {"accepted", t.spec_accepted}}},
             {"prompt_cache", {{"entries", t.cache_entries}, {"bytes", t.cache_bytes},
-                              {"disk", {{"hits", t.disk.hits}, {"writes", t.disk.writes}, {"rejected", t.disk.rejected},
-                                        {"evicted", t.disk.evicted}, {"bytes", t.disk.bytes}}}}},
+                              {"disk", {{"hits", t.disk_hits}, {"writes", t.disk_writes}, {"rejected", t.disk_rejected},
+                                        {"evicted", t.disk_evicted}, {"bytes", t.disk_bytes}}}}},
             {"connections", {{"open", s.open}, {"accepted", s.accepted}, {"refused", s.refused}, {"timeouts", s.timeouts},
                              {"protocol_errors", s.protocol_errors}, {"buffered_bytes", s.buffered_bytes}}}};
   send_json(ex, 200, j);
@@ -267,7 +268,7 @@ void ApiServer::handle_health(http::Exchange& ex) {
 namespace {
 
 // Waits for the job's turn, then streams it as server-sent events.
-void stream_job(GenerationService& service, Job& job, bool chat, http::Exchange& ex,
+void stream_job(Engine& engine, Job& job, bool chat, http::Exchange& ex,
                 const std::function<bool()>& stopping, const std::function<void(const Job&, const JobResult&)>& record) {
   auto gone = [&] { return ex.peer_closed() || stopping(); };
   if (!job.ticket->wait_turn(gone)) {
@@ -283,7 +284,7 @@ void stream_job(GenerationService& service, Job& job, bool chat, http::Exchange&
   };
   if (chat) write(api::sse_event(api::chat_chunk(job.head, {{"role", "assistant"}, {"content", ""}, {"refusal", nullptr}}, std::nullopt)));
   JobResult r = run_job(
-      service, job,
+      engine, job,
       [&](const api::OutputDelta& d) {
         if (chat) {
           if (!d.reasoning.empty()) write(api::sse_event(api::chat_chunk(job.head, {{"reasoning_content", d.reasoning}}, std::nullopt)));
@@ -316,9 +317,9 @@ void ApiServer::handle_generation(api::Endpoint endpoint, http::Exchange& ex) {
   if (!is_json_content_type(ct))
     throw ApiError(415, "Content-Type must be application/json (got '" + http::printable(ct, 80) + "')", "",
                    "unsupported_media_type");
-  if (stopping_.load() || service_.shutting_down()) throw shutting_down();
+  if (stopping_.load() || engine_.shutting_down()) throw shutting_down();
   job->request = api::parse_request(endpoint, req.body, limits_);
-  job->prompt = service_.prepare(job->request);
+  job->prompt = prepare_prompt(engine_, job->request);
   job->ticket = admission_.try_enter();
   if (!job->ticket)
     return send_error(ex,
@@ -342,18 +343,18 @@ void ApiServer::handle_generation(api::Endpoint endpoint, http::Exchange& ex) {
                    static_cast<long long>(r.outcome.completion_tokens),
                    r.outcome.finish == Finish::Cancelled ? "cancelled" : finish_reason(r.outcome.finish, r.stopped_by_string), s);
   };
-  // The signal may reach the service (its shutdown flag) a moment before
+  // The signal may reach the engine (its shutdown flag) a moment before
   // stop() reaches this server: either one means stopping.
-  auto stopping = [this] { return stopping_.load() || service_.shutting_down(); };
+  auto stopping = [this] { return stopping_.load() || engine_.shutting_down(); };
 
-  if (job->request.stream) return stream_job(service_, *job, chat, ex, stopping, record);
+  if (job->request.stream) return stream_job(engine_, *job, chat, ex, stopping, record);
 
   auto gone = [&] { return ex.peer_closed() || stopping(); };
   if (!job->ticket->wait_turn(gone)) {
     if (stopping()) throw shutting_down();
     return ex.abandon();  // the client left while waiting
   }
-  JobResult r = run_job(service_, *job, [](const api::OutputDelta&) { return true; }, gone);
+  JobResult r = run_job(engine_, *job, [](const api::OutputDelta&) { return true; }, gone);
   job->ticket->release();
   record(*job, r);
   if (r.outcome.finish == Finish::Cancelled) {

@@ -22,7 +22,8 @@
 
 #include "server/admission.h"
 #include "server/api/request.h"
-#include "server/generation_service.h"
+#include "runtime/engine.h"
+#include "server/prepared_prompt.h"
 #include "server/http/connection_loop.h"
 
 namespace deltafin {
@@ -44,7 +45,7 @@ struct ServerOptions {
 
 class ApiServer {
 public:
-  ApiServer(GenerationService& service, ServerOptions options);
+  ApiServer(Engine& engine, ServerOptions options);
   ~ApiServer();
 
   // Binds host:port; returns the port. Throws deltafin::Error when it cannot.
@@ -66,7 +67,7 @@ private:
   void send_error(http::Exchange& ex, const api::ApiError& e, const http::Headers& extra = {}) const;
   double retry_after_seconds() const;
 
-  GenerationService& service_;
+  Engine& engine_;
   ServerOptions o_;
   api::RequestLimits limits_;
   Admission admission_;

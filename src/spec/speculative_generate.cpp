@@ -44,17 +44,23 @@ GenerateStats generate_speculative(CausalModel& model, ModelSession& session, co
 
   const auto t0 = Clock::now();
   const std::span<const uint32_t> all(prompt);
+  const std::function<bool()> cancelled = stop_requested(p);
   auto prefill_range = [&](int64_t from, int64_t to) {
+    std::function<void(int64_t)> progress;
+    if (p.on_prefill_progress) progress = [&, from](int64_t done) { p.on_prefill_progress(from + done); };
     return prefill(model, session, all.subspan(static_cast<size_t>(from), static_cast<size_t>(to - from)),
-                   p.prefill_chunk, p.observer, stop_requested(p.stop), tell_drafter, p.prefill_group);
+                   p.prefill_chunk, p.observer, cancelled, tell_drafter, p.prefill_group, progress);
   };
+  // Up to each pause (a length some caller keeps), then the rest.
   int64_t from = p.prompt_done;
-  if (p.at_save_point && p.save_point > from && p.save_point < static_cast<int64_t>(prompt.size())) {
-    if (prefill_range(from, p.save_point).T == 0) return st.reason = StopReason::Interrupted, st;
-    p.at_save_point(session);
-    from = p.save_point;
+  for (int64_t at : p.pause_at) {
+    if (!p.at_pause || at <= from || at >= static_cast<int64_t>(prompt.size())) continue;
+    if (prefill_range(from, at).T == 0) return st.reason = StopReason::Interrupted, st;
+    p.at_pause(session);
+    from = at;
   }
   Rows logits = prefill_range(from, static_cast<int64_t>(prompt.size()));
+  if (p.on_prefill_progress && logits.T != 0) p.on_prefill_progress(static_cast<int64_t>(prompt.size()));
   st.prefill_seconds = since(t0);
   if (logits.T == 0) return st.reason = StopReason::Interrupted, st;
 

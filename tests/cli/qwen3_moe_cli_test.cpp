@@ -1,8 +1,9 @@
 // The binary on a Qwen3-MoE checkpoint (make-model --arch qwen3_moe): inspect
 // describes it, logits are the same one position at a time as all at once,
 // run generates and speculation (n-gram, the replay oracle) prints exactly
-// plain decoding's tokens; what is not built for the family yet (chat,
-// prompt states on disk, serve) is refused with an error that says so.
+// plain decoding's tokens; a chat renders through Qwen3's template and ends
+// at <|im_end|>; prompt states kept on disk make a second run restore the
+// prompt's whole blocks and print the same text. (serve: tests/server.)
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -94,13 +95,31 @@ TEST(Qwen3MoeCli, ADenseDraftModelWithTheSameTokenizerKeepsTheOutput) {
   EXPECT_NE(out.find("differs from the target's"), std::string::npos) << out;
 }
 
-TEST(Qwen3MoeCli, WhatTheFamilyLacksYetIsRefusedByName) {
+TEST(Qwen3MoeCli, ChatAndPromptStatesOnDiskWork) {
   std::string out;
-  EXPECT_EQ(test::run_command(df("run --model " + qwen3_moe_model() + " --chat --prompt hi"), &out), 1);
-  EXPECT_NE(out.find("run --chat is not available for Qwen3-MoE"), std::string::npos) << out;
-  EXPECT_EQ(test::run_command(df("serve --model " + qwen3_moe_model() + " --port 0"), &out), 1);
-  EXPECT_NE(out.find("serve is not available for Qwen3-MoE"), std::string::npos) << out;
-  // A dense Qwen3 checkpoint is a draft model, not a target.
+  test::TempDir tmp;
+  ASSERT_EQ(test::run_command(df("run --model " + qwen3_moe_model() + " --chat --no-thinking --prompt hi --max-new 4 "
+                                 "--tokens-out " + tmp.file("chat.ids")),
+                              &out),
+            0)
+      << out;
+  EXPECT_FALSE(read_text_file(tmp.file("chat.ids")).empty());
+  // A prompt of more than one 256-token block: the second run restores the
+  // first block from disk and generates the same tokens.
+  std::string prompt;
+  for (int i = 0; i < 80; ++i) prompt += "word" + std::to_string(i) + " ";
+  const std::string base = df("run --model " + qwen3_moe_model() + " --prompt '" + prompt +
+                              "' --max-new 6 --stats --prompt-cache-dir " + tmp.file("states"));
+  std::string first, second;
+  ASSERT_EQ(test::run_command(base + " --tokens-out " + tmp.file("a.ids"), &first), 0) << first;
+  EXPECT_EQ(first.find("restored from"), std::string::npos) << first;
+  ASSERT_EQ(test::run_command(base + " --tokens-out " + tmp.file("b.ids"), &second), 0) << second;
+  EXPECT_NE(second.find("prompt cache: 256 of"), std::string::npos) << second;
+  EXPECT_EQ(read_text_file(tmp.file("a.ids")), read_text_file(tmp.file("b.ids")));
+}
+
+TEST(Qwen3MoeCli, ADenseQwen3CheckpointIsADraftModelNotATarget) {
+  std::string out;
   test::TempDir tmp;
   ASSERT_EQ(test::run_command(df("make-model --arch qwen3 --out " + tmp.file("d")), &out), 0) << out;
   EXPECT_EQ(test::run_command(df("run --model " + tmp.file("d") + " --prompt hi"), &out), 1);

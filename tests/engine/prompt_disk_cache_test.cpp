@@ -19,54 +19,51 @@
 
 #include "engine/loaded_model.h"
 #include "engine/prefill.h"
-#include "model/kimi_k3/generator.h"
-#include "model/kimi_k3/presets.h"
+#include "model/common/greedy.h"
 #include "model/kimi_k3/session_file.h"
+#include "support/family_model.h"
 #include "support/session_compare.h"
 #include "support/test_support.h"
 
 using namespace deltafin;
 namespace fs = std::filesystem;
-using test::expect_same_state;
+using test::expect_same_session;
 using test::same_bits;
 
 namespace {
 
 constexpr int64_t B = PromptDiskCache::kBlock;
 
-struct Tiny {
-  test::TempDir root;
-  std::string dir;
-  std::unique_ptr<LoadedK3> m;
-  Tiny() {
-    dir = root.path() + "/ckpt";
-    GenerateOptions o;
-    o.out_dir = dir;
-    o.seed = 8;
-    o.dims = preset_dims("tiny");
-    o.progress = false;
-    generate_k3_checkpoint(o);
-    m = load_k3_resident(dir, 1);
+// Every test runs on a tiny model of each target family.
+class PromptDiskCacheTest : public ::testing::TestWithParam<std::string> {
+protected:
+  LoadedModel& lm() { return test::shared_family_model(GetParam(), 8); }
+  CausalModel& model() { return lm().causal(); }
+  std::unique_ptr<ModelSession> fresh() { return model().new_session(); }
+
+  std::vector<uint32_t> prompt_of(uint64_t seed, size_t n) {
+    return test::random_tokens(seed, n, static_cast<uint32_t>(model().summary().vocab));
+  }
+
+  // Bytes of the state of L positions, from the families' definitions: K3's
+  // session file layout (KDA state + latent rows); a Qwen3 K/V cache (per
+  // layer, L rows of keys and of values, KV heads x head_dim fp32 each).
+  uint64_t state_bytes(int64_t L) {
+    if (auto* k3 = dynamic_cast<LoadedK3*>(&lm())) return session_state_bytes(k3->config, L);
+    const Qwen3Config& c = dynamic_cast<LoadedQwen3Moe&>(lm()).config.base;
+    return static_cast<uint64_t>(c.num_hidden_layers) * 2 * static_cast<uint64_t>(c.num_key_value_heads * c.head_dim) *
+           4 * static_cast<uint64_t>(L);
+  }
+
+  // Prefills tokens[0, L) into a fresh session and keeps it in `cache`.
+  void keep(PromptDiskCache& cache, const std::vector<uint32_t>& tokens, int64_t L) {
+    auto s = fresh();
+    prefill(model(), *s, std::span(tokens).first(static_cast<size_t>(L)), 64);
+    cache.save(tokens, *model().mark(*s), *s);
   }
 };
 
-Tiny& tiny() {
-  static Tiny t;
-  return t;
-}
-
 const std::string kFingerprint(64, 'a');
-
-std::vector<uint32_t> prompt_of(uint64_t seed, size_t n) {
-  return test::random_tokens(seed, n, static_cast<uint32_t>(tiny().m->config.vocab_size));
-}
-
-// Prefills tokens[0, L) into a fresh session and keeps it in `cache`.
-void keep(PromptDiskCache& cache, const std::vector<uint32_t>& tokens, int64_t L) {
-  K3Session s(tiny().m->config);
-  prefill(*tiny().m->model, s, std::span(tokens).first(static_cast<size_t>(L)), 64);
-  cache.save(tokens, s.snapshot(), s);
-}
 
 // The only kept file in `dir`.
 std::string only_file(const std::string& dir) {
@@ -90,6 +87,8 @@ void flip_byte(const std::string& path, uint64_t at) {
 
 }  // namespace
 
+INSTANTIATE_TEST_SUITE_P(Families, PromptDiskCacheTest, ::testing::ValuesIn(test::target_families()), test::family_name);
+
 TEST(PromptDiskCache, SavePointIsTheLastWholeBlockBeforeTheLastToken) {
   EXPECT_EQ(PromptDiskCache::save_point(0), 0);
   EXPECT_EQ(PromptDiskCache::save_point(B), 0);  // the last token must still run
@@ -98,42 +97,43 @@ TEST(PromptDiskCache, SavePointIsTheLastWholeBlockBeforeTheLastToken) {
   EXPECT_EQ(PromptDiskCache::save_point(3 * B + 7), 3 * B);
 }
 
-TEST(PromptDiskCache, ARestoredStateEqualsTheComputedOneAndSoDoesWhatFollows) {
+TEST_P(PromptDiskCacheTest, ARestoredStateEqualsTheComputedOneAndSoDoesWhatFollows) {
   test::TempDir d;
-  const K3Config& c = tiny().m->config;
   const std::vector<uint32_t> prompt = prompt_of(1, 2 * B + 40);
-  PromptDiskCache cache(d.path(), 1ull << 30, kFingerprint, c);
+  PromptDiskCache cache(d.path(), 1ull << 30, kFingerprint, model());
   keep(cache, prompt, 2 * B);
   EXPECT_EQ(cache.stats().writes, 1);
-  EXPECT_EQ(fs::file_size(only_file(d.path())), 128 + 2 * B * 4 + session_state_bytes(c, 2 * B));
+  EXPECT_EQ(fs::file_size(only_file(d.path())), 128 + 2 * B * 4 + state_bytes(2 * B));
 
   // A new cache over the same directory (a restart) finds it.
-  PromptDiskCache again(d.path(), 1ull << 30, kFingerprint, c);
+  PromptDiskCache again(d.path(), 1ull << 30, kFingerprint, model());
   EXPECT_EQ(again.available(prompt, 0), 2 * B);
-  K3Session restored(c);
-  ASSERT_EQ(again.restore(prompt, 0, restored), 2 * B);
+  PromptDiskCache::Restored r = again.restore(prompt, 0);
+  ASSERT_EQ(r.length, 2 * B);
+  ASSERT_TRUE(r.session);
+  ModelSession& restored = *r.session;
   EXPECT_EQ(again.stats().hits, 1);
-  K3Session cold(c);
-  prefill(*tiny().m->model, cold, std::span(prompt).first(2 * B), 0);
-  expect_same_state(restored, cold, c, "restored");
+  auto cold_session = fresh();
+  ModelSession& cold = *cold_session;
+  prefill(model(), cold, std::span(prompt).first(2 * B), 0);
+  expect_same_session(restored, cold, "restored");
   // The rest of the prompt and a few decode steps give the same bits.
   const auto rest = std::span(prompt).subspan(2 * B);
-  Rows a = prefill(*tiny().m->model, restored, rest, 64);
-  Rows b = prefill(*tiny().m->model, cold, rest, 64);
+  Rows a = prefill(model(), restored, rest, 64);
+  Rows b = prefill(model(), cold, rest, 64);
   EXPECT_TRUE(same_bits(a.v, b.v));
   for (int step = 0; step < 4; ++step) {
     const uint32_t next[1] = {argmax_first(a.row(0), a.n)};
-    a = tiny().m->model->forward(restored, next, false);
-    b = tiny().m->model->forward(cold, next, false);
+    a = model().forward(restored, next, false);
+    b = model().forward(cold, next, false);
     ASSERT_TRUE(same_bits(a.v, b.v)) << "decode step " << step;
   }
-  expect_same_state(restored, cold, c, "after decoding");
+  expect_same_session(restored, cold, "after decoding");
 }
 
-TEST(PromptDiskCache, AnyPromptSharingTheBlocksFindsTheLongestKeptPrefix) {
+TEST_P(PromptDiskCacheTest, AnyPromptSharingTheBlocksFindsTheLongestKeptPrefix) {
   test::TempDir d;
-  const K3Config& c = tiny().m->config;
-  PromptDiskCache cache(d.path(), 1ull << 30, kFingerprint, c);
+  PromptDiskCache cache(d.path(), 1ull << 30, kFingerprint, model());
   const std::vector<uint32_t> a = prompt_of(2, 3 * B + 5);
   keep(cache, a, B);
   keep(cache, a, 3 * B);
@@ -150,13 +150,13 @@ TEST(PromptDiskCache, AnyPromptSharingTheBlocksFindsTheLongestKeptPrefix) {
   std::vector<uint32_t> other = a;
   other[0] ^= 1;
   EXPECT_EQ(cache.available(other, 0), 0);
-  K3Session s(c);
-  EXPECT_EQ(cache.restore(b, 0, s), B);
-  EXPECT_EQ(s.length(), B);
+  PromptDiskCache::Restored r = cache.restore(b, 0);
+  EXPECT_EQ(r.length, B);
+  ASSERT_TRUE(r.session);
+  EXPECT_EQ(r.session->length(), B);
 }
 
-TEST(PromptDiskCache, BadFilesAreIgnoredWithAWarningAndRemoved) {
-  const K3Config& c = tiny().m->config;
+TEST_P(PromptDiskCacheTest, BadFilesAreIgnoredWithAWarningAndRemoved) {
   const std::vector<uint32_t> prompt = prompt_of(3, B + 3);
   struct Damage {
     const char* what;
@@ -174,15 +174,15 @@ TEST(PromptDiskCache, BadFilesAreIgnoredWithAWarningAndRemoved) {
   for (const Damage& d : cases) {
     SCOPED_TRACE(d.what);
     test::TempDir dir;
-    PromptDiskCache cache(dir.path(), 1ull << 30, kFingerprint, c);
+    PromptDiskCache cache(dir.path(), 1ull << 30, kFingerprint, model());
     keep(cache, prompt, B);
     const std::string path = only_file(dir.path());
     d.apply(path);
     testing::internal::CaptureStderr();
-    K3Session s(c);
-    EXPECT_EQ(cache.restore(prompt, 0, s), 0);
+    PromptDiskCache::Restored r = cache.restore(prompt, 0);
     const std::string err = testing::internal::GetCapturedStderr();
-    EXPECT_EQ(s.length(), 0);
+    EXPECT_EQ(r.length, 0);
+    EXPECT_FALSE(r.session);
     EXPECT_NE(err.find("ignoring " + path), std::string::npos) << err;
     EXPECT_NE(err.find(d.warning), std::string::npos) << err;
     EXPECT_FALSE(fs::exists(path));
@@ -190,37 +190,33 @@ TEST(PromptDiskCache, BadFilesAreIgnoredWithAWarningAndRemoved) {
   }
 }
 
-TEST(PromptDiskCache, AStateOfAnotherModelIsNeverUsed) {
-  const K3Config& c = tiny().m->config;
+TEST_P(PromptDiskCacheTest, AStateOfAnotherModelIsNeverUsed) {
   const std::vector<uint32_t> prompt = prompt_of(4, B + 3);
   test::TempDir mine, theirs;
-  PromptDiskCache ours(mine.path(), 1ull << 30, kFingerprint, c);
-  PromptDiskCache other(theirs.path(), 1ull << 30, std::string(64, 'b'), c);
+  PromptDiskCache ours(mine.path(), 1ull << 30, kFingerprint, model());
+  PromptDiskCache other(theirs.path(), 1ull << 30, std::string(64, 'b'), model());
   keep(ours, prompt, B);
   keep(other, prompt, B);
   // Their file under the name ours looks up (a copied directory, say).
   const std::string path = only_file(mine.path());
   fs::copy_file(only_file(theirs.path()), path, fs::copy_options::overwrite_existing);
   testing::internal::CaptureStderr();
-  K3Session s(c);
-  EXPECT_EQ(ours.restore(prompt, 0, s), 0);
+  EXPECT_EQ(ours.restore(prompt, 0).length, 0);
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("another model"), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(path));
 }
 
-TEST(PromptDiskCache, TheDiskBudgetEvictsTheLeastRecentlyUsed) {
-  const K3Config& c = tiny().m->config;
-  const uint64_t one = 128 + B * 4 + session_state_bytes(c, B);
+TEST_P(PromptDiskCacheTest, TheDiskBudgetEvictsTheLeastRecentlyUsed) {
+  const uint64_t one = 128 + B * 4 + state_bytes(B);
   test::TempDir d;
-  PromptDiskCache cache(d.path(), 2 * one + one / 2, kFingerprint, c);  // room for two
+  PromptDiskCache cache(d.path(), 2 * one + one / 2, kFingerprint, model());  // room for two
   const std::vector<uint32_t> a = prompt_of(5, B + 1), b = prompt_of(6, B + 1), x = prompt_of(7, B + 1);
   keep(cache, a, B);
   keep(cache, b, B);
   // a is used again, so b is now the least recently used.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  K3Session s(c);
-  ASSERT_EQ(cache.restore(a, 0, s), B);
+  ASSERT_EQ(cache.restore(a, 0).length, B);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   keep(cache, x, B);
   EXPECT_EQ(cache.stats().evicted, 1);
@@ -229,14 +225,13 @@ TEST(PromptDiskCache, TheDiskBudgetEvictsTheLeastRecentlyUsed) {
   EXPECT_EQ(cache.available(b, 0), 0);
   EXPECT_EQ(cache.available(x, 0), B);
   // A state larger than the whole budget is never written.
-  PromptDiskCache tiny_budget(d.path() + "/small", one - 1, kFingerprint, c);
+  PromptDiskCache tiny_budget(d.path() + "/small", one - 1, kFingerprint, model());
   keep(tiny_budget, a, B);
   EXPECT_EQ(tiny_budget.stats().writes, 0);
   EXPECT_EQ(tiny_budget.available(a, 0), 0);
 }
 
-TEST(PromptDiskCache, StaleTemporariesOfDeadWritersAreRemovedAtOpen) {
-  const K3Config& c = tiny().m->config;
+TEST_P(PromptDiskCacheTest, StaleTemporariesOfDeadWritersAreRemovedAtOpen) {
   test::TempDir d;
   // A writer killed mid-write leaves "<name>.tmp-<pid>"; pid 2^22 + 1 is past
   // Linux's pid_max, so no process has it.
@@ -244,7 +239,7 @@ TEST(PromptDiskCache, StaleTemporariesOfDeadWritersAreRemovedAtOpen) {
   std::ofstream(stale) << "partial";
   const std::string live = d.path() + "/0456.state.tmp-" + std::to_string(::getpid());
   std::ofstream(live) << "being written";
-  PromptDiskCache cache(d.path(), 1ull << 30, kFingerprint, c);
+  PromptDiskCache cache(d.path(), 1ull << 30, kFingerprint, model());
   EXPECT_FALSE(fs::exists(stale));
   EXPECT_TRUE(fs::exists(live));  // its writer is alive
 }

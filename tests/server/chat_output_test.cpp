@@ -1,7 +1,8 @@
 // ChatOutputParser on real K3-layout token ids (a hand-built vocabulary with
 // K3's reserved tokens, turns encoded with encode_with_specials), and
 // StopMatcher, all against hand-computed expectations.
-#include "server/api/chat_output.h"
+#include "model/kimi_k3/chat_output.h"
+#include "server/api/stop_matcher.h"
 
 #include <gtest/gtest.h>
 
@@ -45,9 +46,9 @@ struct Result {
 // Feeds `ids` one at a time, then flushes. Every delta must carry text in at
 // most one channel.
 Result feed(const Ids& ids, bool thinking) {
-  ChatOutputParser p(tok(), thinking);
+  K3ChatOutput p(tok(), thinking);
   Result r;
-  auto add = [&](const OutputDelta& d) {
+  auto add = [&](const ChatDelta& d) {
     EXPECT_TRUE(d.reasoning.empty() || d.content.empty()) << d.reasoning << " | " << d.content;
     r.reasoning += d.reasoning;
     r.content += d.content;
@@ -90,7 +91,7 @@ TEST(ChatOutputParser, FullThinkingTurn) {
 }
 
 TEST(ChatOutputParser, StreamsTextAsSoonAsItIsKnown) {
-  ChatOutputParser p(tok(), true);
+  K3ChatOutput p(tok(), true);
   EXPECT_EQ(p.push(259).reasoning, "Let");
   EXPECT_TRUE(p.push(kClose).empty());  // a tag is held back...
   EXPECT_TRUE(p.push(256).empty());
@@ -98,7 +99,7 @@ TEST(ChatOutputParser, StreamsTextAsSoonAsItIsKnown) {
   EXPECT_TRUE(p.push(kOpen).empty());
   EXPECT_TRUE(p.push(257).empty());
   EXPECT_TRUE(p.push(kSep).empty());
-  OutputDelta d = p.push(262);
+  ChatDelta d = p.push(262);
   EXPECT_EQ(d.content, "The");
   EXPECT_EQ(d.reasoning, "");
   EXPECT_TRUE(p.flush().empty());
@@ -148,7 +149,7 @@ TEST(ChatOutputParser, UnknownTagsAreShownVerbatim) {
   EXPECT_EQ(r.reasoning, "");
 
   // Held until <|sep|> shows it is not structural.
-  ChatOutputParser p(tok(), false);
+  K3ChatOutput p(tok(), false);
   EXPECT_TRUE(p.push(kOpen).empty());
   for (char c : std::string("tools")) EXPECT_TRUE(p.push(static_cast<uint8_t>(c)).empty());
   EXPECT_EQ(p.push(kSep).content, "<|open|>tools<|sep|>");
@@ -175,7 +176,7 @@ TEST(ChatOutputParser, TagCutByANewTagIsShownAndTheNewOneParsed) {
 }
 
 TEST(ChatOutputParser, TagMeetingAnotherSpecialIsReleasedAtOnce) {
-  ChatOutputParser p(tok(), false);
+  K3ChatOutput p(tok(), false);
   EXPECT_TRUE(p.push(kClose).empty());
   EXPECT_TRUE(p.push('t').empty());
   EXPECT_EQ(p.push(kEos).content, "<|close|>t[EOS]");
@@ -191,7 +192,7 @@ TEST(ChatOutputParser, OtherSpecialsAndStraySepAreSpelled) {
 }
 
 TEST(ChatOutputParser, OverlongTagIsShown) {
-  ChatOutputParser p(tok(), false);
+  K3ChatOutput p(tok(), false);
   EXPECT_TRUE(p.push(kOpen).empty());
   for (int i = 0; i < 64; ++i) ASSERT_TRUE(p.push('a').empty()) << i;
   // The 65th token after <|open|> exceeds the limit.
@@ -202,7 +203,7 @@ TEST(ChatOutputParser, OverlongTagIsShown) {
 TEST(ChatOutputParser, SplitUtf8CharacterComesOutWhole) {
   const Ids e = tok().encode_ordinary("\xc3\xa9");  // é
   ASSERT_EQ(e, (Ids{0xc3, 0xa9}));
-  ChatOutputParser p(tok(), false);
+  K3ChatOutput p(tok(), false);
   EXPECT_TRUE(p.push(0xc3).empty());
   EXPECT_EQ(p.push(0xa9).content, "\xc3\xa9");
 
@@ -219,28 +220,28 @@ TEST(ChatOutputParser, SplitUtf8CharacterInsideAShownTag) {
 TEST(ChatOutputParser, FragmentDanglingAtAChannelSwitchBecomesReplacement) {
   // C3 in reasoning, then close(think): the reasoning decoder is flushed.
   // A9 alone in content can never be completed either.
-  ChatOutputParser p(tok(), true);
+  K3ChatOutput p(tok(), true);
   EXPECT_TRUE(p.push(0xc3).empty());
   EXPECT_TRUE(p.push(kClose).empty());
   EXPECT_TRUE(p.push(256).empty());
-  OutputDelta d = p.push(kSep);
+  ChatDelta d = p.push(kSep);
   EXPECT_EQ(d.reasoning, kFffd);
   EXPECT_EQ(d.content, "");
   EXPECT_EQ(p.push(0xa9).content, kFffd);
 }
 
 TEST(ChatOutputParser, FlushShowsAnUnfinishedTagAndFragments) {
-  ChatOutputParser p(tok(), false);
+  K3ChatOutput p(tok(), false);
   EXPECT_EQ(p.push('x').content, "x");
   EXPECT_TRUE(p.push(kClose).empty());
   EXPECT_TRUE(p.push('t').empty());
   EXPECT_TRUE(p.push(0xc3).empty());
-  OutputDelta d = p.flush();
+  ChatDelta d = p.flush();
   EXPECT_EQ(d.content, "<|close|>t" + kFffd);
   EXPECT_EQ(d.reasoning, "");
   EXPECT_TRUE(p.flush().empty());
 
-  ChatOutputParser q(tok(), true);
+  K3ChatOutput q(tok(), true);
   EXPECT_TRUE(q.push(0xe2).empty());  // first byte of €
   EXPECT_TRUE(q.push(0x82).empty());
   EXPECT_EQ(q.flush().reasoning, kFffd);

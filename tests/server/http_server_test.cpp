@@ -1,4 +1,4 @@
-// The HTTP server end to end, in process: GenerationService + ApiServer on a
+// The HTTP server end to end, in process: Engine + ApiServer on a
 // free port over one tiny generated checkpoint, driven by a raw-socket client
 // (http_test_client.h) that sends exactly the bytes a test wants and parses
 // the answers itself. Protocol errors, authentication, a client vanishing
@@ -23,9 +23,10 @@
 #include "spec/speculative_generate.h"
 #include "engine/loaded_model.h"
 #include "model/kimi_k3/generator.h"
-#include "server/generation_service.h"
+#include "runtime/engine.h"
 #include "server/http_test_client.h"
 #include "server/shared_test_model.h"
+#include "support/family_model.h"
 #include "support/test_support.h"
 #include "util/error.h"
 
@@ -48,7 +49,8 @@ LoadedK3& model() { return test::shared_tiny_model(11); }
 // A server on a free loopback port, serving on its own thread until destroyed.
 class TestServer {
 public:
-  explicit TestServer(ServiceOptions so = {}, ServerOptions o = {}) : service_(model(), so, &shutdown_) {
+  explicit TestServer(EngineSettings so = {}, ServerOptions o = {}, LoadedModel* lm = nullptr)
+      : service_(lm ? *lm : model(), so, &shutdown_) {
     o.host = "127.0.0.1";
     o.port = 0;
     if (o.model_name.empty()) o.model_name = kModelName;
@@ -67,12 +69,12 @@ public:
     thread_.join();
   }
   int port() const { return port_; }
-  GenerationService& service() { return service_; }
+  Engine& service() { return service_; }
   json health() const { return http_call(port_, "GET", "/health").json(); }
 
 private:
   std::atomic<bool> shutdown_{false};
-  GenerationService service_;
+  Engine service_;
   std::unique_ptr<ApiServer> server_;
   int port_ = 0;
   std::thread thread_;
@@ -125,7 +127,7 @@ std::string text_of(const HttpResponse& r) { return r.json()["choices"][0]["text
 // The answer to a completion request served alone, by a server without
 // prompt reuse or delays: the independent expectation for the busier tests.
 json solo_completion(const std::string& prompt, int max_tokens) {
-  ServiceOptions so;
+  EngineSettings so;
   so.prompt_cache_entries = 0;
   TestServer s(so);
   HttpResponse r = post(s.port(), "/v1/completions", completion_body(prompt, max_tokens));
@@ -144,7 +146,17 @@ void expect_error_shape(const HttpResponse& r, int status, const std::string& co
   }
 }
 
+// The tests that run on every target family: the tiny K3 model above, or a
+// tiny Qwen3-MoE one (its chat template, its tokenizer, its sessions).
+class HttpFamily : public ::testing::TestWithParam<std::string> {
+protected:
+  LoadedModel& lm() { return GetParam() == "kimi_k3" ? model() : test::shared_family_model(GetParam(), 11); }
+  uint32_t vocab() { return static_cast<uint32_t>(lm().summary().vocab); }
+};
+
 }  // namespace
+
+INSTANTIATE_TEST_SUITE_P(Families, HttpFamily, ::testing::ValuesIn(test::target_families()), test::family_name);
 
 // ---------------------------------------------------------------------------
 // Protocol and validation, over raw sockets.
@@ -179,7 +191,7 @@ TEST(HttpProtocol, BodyOverTheLimitIs413) {
 }
 
 TEST(HttpProtocol, RequestSentByteByByteIsServedLikeOneSentAtOnce) {
-  ServiceOptions so;
+  EngineSettings so;
   so.prompt_cache_entries = 0;  // both requests computed from scratch
   TestServer s(so);
   const std::string request = http_request_text("POST", "/v1/completions", completion_body(kPrompt, 4));
@@ -329,10 +341,10 @@ TEST(HttpProtocol, ABurstOfConnectionsIsAcceptedAtOnce) {
 // ---------------------------------------------------------------------------
 // Streaming.
 
-TEST(HttpStreaming, ChatStreamCarriesTheSameTurnAsTheJsonAnswer) {
-  ServiceOptions so;
+TEST_P(HttpFamily, ChatStreamCarriesTheSameTurnAsTheJsonAnswer) {
+  EngineSettings so;
   so.prompt_cache_entries = 0;
-  TestServer s(so);
+  TestServer s(so, {}, &lm());
   const HttpResponse whole = post(s.port(), "/v1/chat/completions", chat_body(kChat, 12));
   ASSERT_EQ(whole.status, 200) << whole.body;
   const json msg = whole.json()["choices"][0]["message"];
@@ -376,7 +388,7 @@ TEST(HttpStreaming, ChatStreamCarriesTheSameTurnAsTheJsonAnswer) {
 
 TEST(HttpDisconnect, ClientGoneMidStreamStopsTheGeneration) {
   const json expected = solo_completion(kPrompt, 5);
-  ServiceOptions so;
+  EngineSettings so;
   so.step_delay_ms = 30;
   TestServer s(so);
   constexpr int kMaxTokens = 2000;  // a minute at 30 ms a token if nobody stopped it
@@ -413,7 +425,7 @@ TEST(HttpDisconnect, ClientGoneMidStreamStopsTheGeneration) {
 }
 
 TEST(HttpDisconnect, ClientGoneWhileQueuedLeavesTheLine) {
-  ServiceOptions so;
+  EngineSettings so;
   so.step_delay_ms = 20;
   TestServer s(so);
   // A streaming request keeps the generator busy (for a minute, unless it
@@ -465,7 +477,7 @@ TEST(HttpLoad, SixteenClientsAgainstAQueueOfFour) {
   ASSERT_EQ(expected["usage"]["completion_tokens"], kTokens) << "the prompt must not end early for this test";
   const std::string expected_text = expected["choices"][0]["text"];
 
-  ServiceOptions so;
+  EngineSettings so;
   so.step_delay_ms = 50;  // a generation lasts >= 0.5 s: every client arrives while the first runs
   ServerOptions o;
   o.queue = kQueue;
@@ -523,11 +535,11 @@ TEST(HttpLoad, SixteenClientsAgainstAQueueOfFour) {
 // ---------------------------------------------------------------------------
 // Prompt reuse.
 
-TEST(HttpPromptReuse, SameCompletionTwiceReusesAllButOnePosition) {
-  ServiceOptions cold_opts;
+TEST_P(HttpFamily, SameCompletionTwiceReusesAllButOnePosition) {
+  EngineSettings cold_opts;
   cold_opts.prompt_cache_entries = 0;
-  TestServer cold(cold_opts);
-  TestServer warm;
+  TestServer cold(cold_opts, {}, &lm());
+  TestServer warm({}, {}, &lm());
   const std::string body = completion_body(kPrompt, 8);
 
   const HttpResponse c1 = post(cold.port(), "/v1/completions", body);
@@ -560,11 +572,11 @@ TEST(HttpPromptReuse, SameCompletionTwiceReusesAllButOnePosition) {
   EXPECT_EQ(cold.health()["prompt_cache"]["entries"], 0);
 }
 
-TEST(HttpPromptReuse, ChatFollowUpReusesTheFirstTurn) {
-  ServiceOptions cold_opts;
+TEST_P(HttpFamily, ChatFollowUpReusesTheFirstTurn) {
+  EngineSettings cold_opts;
   cold_opts.prompt_cache_entries = 0;
-  TestServer cold(cold_opts);
-  TestServer warm;
+  TestServer cold(cold_opts, {}, &lm());
+  TestServer warm({}, {}, &lm());
 
   const HttpResponse first = post(warm.port(), "/v1/chat/completions", chat_body(kChat, 12));
   ASSERT_EQ(first.status, 200) << first.body;
@@ -593,47 +605,47 @@ TEST(HttpPromptReuse, ChatFollowUpReusesTheFirstTurn) {
   EXPECT_EQ(warm2.json()["usage"]["completion_tokens"], cold2.json()["usage"]["completion_tokens"]);
 }
 
-TEST(HttpServer, SpeculationServesTheSameCompletionAndReusesItsState) {
+TEST_P(HttpFamily, SpeculationServesTheSameCompletionAndReusesItsState) {
   // The expected tokens come from the model itself (plain greedy decoding);
   // a replay drafter proposes them (all right), or the first 8 of them and
   // then wrong ones (a replay drafter goes silent once the output leaves its
   // recording, so a partly accepted round comes first). Either way the
   // completion is the one a server without drafting gives,
   // and a follow-up that reuses the speculative request's kept state too.
-  LoadedK3& m = model();
-  const std::vector<uint32_t> ids = test::random_tokens(41, 12, 500);
+  LoadedModel& m = lm();
+  const std::vector<uint32_t> ids = test::random_tokens(41, 12, vocab());
   std::vector<uint32_t> plain;
   {
-    K3Session s(m.config);
+    auto s = m.causal().new_session();
     GenerateParams gp;
     gp.max_new = 20;
     gp.ignore_eos = true;
-    generate_speculative(*m.model, s, ids, gp, SpecParams{}, nullptr, [&](uint32_t t) { plain.push_back(t); });
+    generate_speculative(m.causal(), *s, ids, gp, SpecParams{}, nullptr, [&](uint32_t t) { plain.push_back(t); });
   }
   test::TempDir dir;
   std::string right, wrong;
   for (size_t i = 0; i < plain.size(); ++i) {
     right += std::to_string(plain[i]) + ",";
-    wrong += std::to_string(i < 8 ? plain[i] : (plain[i] + 1) % static_cast<uint32_t>(m.config.vocab_size)) + ",";
+    wrong += std::to_string(i < 8 ? plain[i] : (plain[i] + 1) % vocab()) + ",";
   }
   test::write_bytes(dir.file("right.ids"), right);
   test::write_bytes(dir.file("wrong.ids"), wrong);
 
   const json body = {{"model", kModelName}, {"prompt", ids}, {"max_tokens", 15}};
-  ServiceOptions none_opts;
+  EngineSettings none_opts;
   none_opts.draft = "none";
   none_opts.prompt_cache_entries = 0;
-  TestServer none(none_opts);
+  TestServer none(none_opts, {}, &lm());
   const HttpResponse want = post(none.port(), "/v1/completions", body.dump());
   ASSERT_EQ(want.status, 200) << want.body;
   EXPECT_EQ(none.health()["speculation"]["rounds"], 0);
 
   for (const std::string file : {"right.ids", "wrong.ids"}) {
     SCOPED_TRACE(file);
-    ServiceOptions so;
+    EngineSettings so;
     so.draft = "replay:" + dir.file(file);
     so.draft_k = 4;  // the tiny model is compute-bound: left to adapt, drafting would switch itself off
-    TestServer spec(so);
+    TestServer spec(so, {}, &lm());
     const HttpResponse got = post(spec.port(), "/v1/completions", body.dump());
     ASSERT_EQ(got.status, 200) << got.body;
     EXPECT_EQ(got.json()["choices"][0], want.json()["choices"][0]);

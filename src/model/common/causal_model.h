@@ -41,8 +41,16 @@ public:
 class SessionMark {
 public:
   virtual ~SessionMark() = default;
+  // RAM the mark holds beside its session (K3: a copy of the KDA state).
+  virtual uint64_t bytes() const { return 0; }
   int64_t length = 0;
 };
+
+// A session's state at one length as runs of fp32 values, in an order the
+// family fixes (prompt states on disk, engine/prompt_disk_cache.h). `part`
+// is handed each run as held; `read` fills each run in place.
+using StatePartFn = std::function<void(const float* values, size_t n)>;
+using StateReadFn = std::function<void(float* values, size_t n)>;
 
 // What callers size and report things by, filled by the family.
 struct ModelSummary {
@@ -104,6 +112,20 @@ public:
   // only while the session has not been cut below the mark since.
   virtual std::shared_ptr<SessionMark> mark(const ModelSession& session) const = 0;
   virtual void rewind(ModelSession& session, const SessionMark& mark) const = 0;
+
+  // Prompt reuse (engine/prompt_cache.h). A new session equal to `session`
+  // rewound to `at` (a mark of it); `session` itself is not changed.
+  virtual std::unique_ptr<ModelSession> copy_at(const ModelSession& session, const SessionMark& at) const = 0;
+
+  // Prompt states on disk (engine/prompt_disk_cache.h). The state after
+  // `at.length` positions as runs of values (the session may have grown
+  // since the mark; only what the mark's length holds is written), its size
+  // in values, and a fresh session filled back from the same runs, which
+  // then equals the saved one bit for bit. read_state throws when `fresh`
+  // holds positions; whatever `read` throws leaves it to be discarded.
+  virtual uint64_t state_values(int64_t length) const = 0;
+  virtual void for_each_state_part(const ModelSession& session, const SessionMark& at, const StatePartFn& part) const = 0;
+  virtual void read_state(ModelSession& fresh, int64_t length, const StateReadFn& read) const = 0;
 
   // Speculative verification: a pass with every row's logits that also keeps
   // what keep_verified needs; keep_verified(rows) then leaves the session as

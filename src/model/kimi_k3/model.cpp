@@ -4,6 +4,7 @@
 
 #include "format/k3_tensors.h"
 #include "model/kimi_k3/lookahead.h"
+#include "model/kimi_k3/session_file.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "util/error.h"
@@ -122,7 +123,19 @@ Rows K3Model::forward(ModelSession& session, std::span<const uint32_t> tokens, b
 namespace {
 struct K3Mark : SessionMark {
   K3Session::Snapshot snapshot;
+  uint64_t bytes() const override {
+    uint64_t n = 0;
+    for (const KdaState& k : snapshot.kda)
+      n += (k.conv_q.size() + k.conv_k.size() + k.conv_v.size() + k.recurrent.size()) * sizeof(float);
+    return n;
+  }
 };
+
+const K3Mark& k3_mark(const SessionMark& mark) {
+  auto* m = dynamic_cast<const K3Mark*>(&mark);
+  if (!m) fail("K3 model: the mark belongs to another model family");
+  return *m;
+}
 }  // namespace
 
 std::shared_ptr<SessionMark> K3Model::mark(const ModelSession& session) const {
@@ -133,9 +146,25 @@ std::shared_ptr<SessionMark> K3Model::mark(const ModelSession& session) const {
 }
 
 void K3Model::rewind(ModelSession& session, const SessionMark& mark) const {
-  auto* m = dynamic_cast<const K3Mark*>(&mark);
-  if (!m) fail("K3 model: the mark belongs to another model family");
-  k3_session(session).restore(m->snapshot);
+  k3_session(session).restore(k3_mark(mark).snapshot);
+}
+
+std::unique_ptr<ModelSession> K3Model::copy_at(const ModelSession& session, const SessionMark& at) const {
+  const K3Mark& m = k3_mark(at);
+  auto copy = std::make_unique<K3Session>(k3_session(session));
+  copy->restore(m.snapshot);
+  return copy;
+}
+
+uint64_t K3Model::state_values(int64_t length) const { return session_state_bytes(c_, length) / sizeof(float); }
+
+void K3Model::for_each_state_part(const ModelSession& session, const SessionMark& at, const StatePartFn& part) const {
+  const K3Mark& m = k3_mark(at);
+  deltafin::for_each_state_part(c_, m.snapshot, k3_session(session), m.length, part);
+}
+
+void K3Model::read_state(ModelSession& fresh, int64_t length, const StateReadFn& read) const {
+  read_state_parts(c_, length, k3_session(fresh), read);
 }
 
 Rows K3Model::forward_verify(ModelSession& session, std::span<const uint32_t> tokens) {

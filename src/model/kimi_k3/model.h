@@ -41,6 +41,11 @@ public:
   // The mark copies the KDA state (fixed-size); the MLA caches are only cut.
   std::shared_ptr<SessionMark> mark(const ModelSession& session) const override;
   void rewind(ModelSession& session, const SessionMark& mark) const override;
+  // States on disk: model/kimi_k3/session_file.h's layout.
+  std::unique_ptr<ModelSession> copy_at(const ModelSession& session, const SessionMark& at) const override;
+  uint64_t state_values(int64_t length) const override;
+  void for_each_state_part(const ModelSession& session, const SessionMark& at, const StatePartFn& part) const override;
+  void read_state(ModelSession& fresh, int64_t length, const StateReadFn& read) const override;
   // Verification logs every KDA step of the pass; keeping m rows cuts the
   // MLA caches and replays the KDA state from its pre-pass copy over them.
   Rows forward_verify(ModelSession& session, std::span<const uint32_t> tokens) override;

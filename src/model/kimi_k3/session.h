@@ -31,6 +31,7 @@ public:
   explicit K3Session(const K3Config& config);
 
   int64_t length() const override { return length_; }
+  const K3Config& config() const { return *config_; }
   KdaState& kda(int64_t layer) { return kda_[static_cast<size_t>(layer)]; }
   MlaCache& mla(int64_t layer) { return mla_[static_cast<size_t>(layer)]; }
   const MlaCache& mla(int64_t layer) const { return mla_[static_cast<size_t>(layer)]; }

@@ -59,7 +59,10 @@ constexpr std::string_view kTrainingText =
     "low and clear, and people walk along the stones in the middle of it; in winter it rises, turns brown, and "
     "carries branches, leaves and sometimes whole trees down from the mountains.\n";
 
-const char* const kSpecialTokens[3] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+// The chat format needs the last two (model/qwen3/qwen3_chat.h).
+constexpr int kAddedTokens = kQwen3AddedTokens;
+const char* const kSpecialTokens[kAddedTokens] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"};
+bool is_special(int i) { return i < 3; }
 
 // GPT-2's byte -> code point table of byte-level BPE: printable bytes map to
 // themselves, the other 68 to 256, 257, ... in byte order, so every token is
@@ -150,10 +153,10 @@ std::vector<std::vector<TensorSpec>> plan_shards(const std::vector<TensorSpec>& 
 
 json tokenizer_config_json(uint32_t first_special, int64_t max_positions) {
   json added = json::object();
-  for (uint32_t i = 0; i < 3; ++i)
-    added[std::to_string(first_special + i)] = {{"content", kSpecialTokens[i]}, {"lstrip", false},
-                                                {"normalized", false},          {"rstrip", false},
-                                                {"single_word", false},         {"special", true}};
+  for (int i = 0; i < kAddedTokens; ++i)
+    added[std::to_string(first_special + static_cast<uint32_t>(i))] = {
+        {"content", kSpecialTokens[i]}, {"lstrip", false},      {"normalized", false},
+        {"rstrip", false},              {"single_word", false}, {"special", is_special(i)}};
   return json{{"add_bos_token", false},
               {"add_prefix_space", false},
               {"added_tokens_decoder", added},
@@ -199,14 +202,14 @@ json qwen3_tokenizer_json(const std::vector<std::string>& tokens) {
       merges.push_back(to_token_string(tokens[l], table) + " " + to_token_string(tokens[r], table));
   }
   json added = json::array();
-  for (uint32_t i = 0; i < 3; ++i)
-    added.push_back({{"id", tokens.size() + i},
+  for (int i = 0; i < kAddedTokens; ++i)
+    added.push_back({{"id", tokens.size() + static_cast<size_t>(i)},
                      {"content", kSpecialTokens[i]},
                      {"single_word", false},
                      {"lstrip", false},
                      {"rstrip", false},
                      {"normalized", false},
-                     {"special", true}});
+                     {"special", is_special(i)}});
   const json byte_level = {
       {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
   return json{
@@ -237,8 +240,9 @@ json qwen3_tokenizer_json(const std::vector<std::string>& tokens) {
 }
 
 Qwen3GenerateResult generate_qwen3_checkpoint(const Qwen3GenerateOptions& o) {
-  if (o.vocab < 256 + 1 + 3)
-    fail("make-model: --vocab ", o.vocab, " is too small: 256 byte tokens + at least one merge + 3 special tokens");
+  if (o.vocab < 256 + 1 + kAddedTokens)
+    fail("make-model: --vocab ", o.vocab, " is too small: 256 byte tokens + at least one merge + ", kAddedTokens,
+         " added tokens");
   Qwen3Config want;
   want.hidden_size = o.hidden;
   want.intermediate_size = o.intermediate;
@@ -251,7 +255,7 @@ Qwen3GenerateResult generate_qwen3_checkpoint(const Qwen3GenerateOptions& o) {
   want.rms_norm_eps = o.rms_norm_eps;
   want.rope_theta = o.rope_theta;
   want.tie_word_embeddings = o.tie_word_embeddings;
-  const int64_t n_bpe = o.vocab - 3;
+  const int64_t n_bpe = o.vocab - kAddedTokens;
   want.bos_token_id = n_bpe;  // <|endoftext|>, as in Qwen3 base checkpoints
   want.eos_token_ids = {n_bpe};
   const json config_json = qwen3_config_json(want);
@@ -272,11 +276,12 @@ Qwen3GenerateResult generate_qwen3_checkpoint(const Qwen3GenerateOptions& o) {
 uint64_t write_qwen3_checkpoint_files(const Qwen3CheckpointFiles& o, const std::vector<TensorSpec>& tensors,
                                       const json& config_json) {
   if (o.out_dir.empty()) fail("make-model: no output directory");
-  if (o.vocab < 256 + 1 + 3)
-    fail("make-model: --vocab ", o.vocab, " is too small: 256 byte tokens + at least one merge + 3 special tokens");
+  if (o.vocab < 256 + 1 + kAddedTokens)
+    fail("make-model: --vocab ", o.vocab, " is too small: 256 byte tokens + at least one merge + ", kAddedTokens,
+         " added tokens");
   if (o.shards < 1 || static_cast<size_t>(o.shards) > tensors.size())
     fail("make-model: --shards ", o.shards, " must be between 1 and the number of tensors (", tensors.size(), ")");
-  const int64_t n_bpe = o.vocab - 3;
+  const int64_t n_bpe = o.vocab - kAddedTokens;
   // Train the tokenizer before touching the directory: a too-short training
   // text fails here with nothing written.
   const std::vector<std::string> tokens =

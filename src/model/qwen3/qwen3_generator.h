@@ -19,14 +19,19 @@
 
 namespace deltafin {
 
+// The added tokens after the BPE vocabulary, in Qwen3's order: <|endoftext|>,
+// <|im_start|>, <|im_end|> (special), <think>, </think> (not special, as in
+// the released tokenizer.json).
+inline constexpr int kQwen3AddedTokens = 5;
+
 struct Qwen3GenerateOptions {
   std::string out_dir;
   uint64_t seed = 1;
   // Dimensions. head_dim deliberately differs from hidden / heads by default,
   // as in real Qwen3 configs.
   int64_t hidden = 64, intermediate = 160, layers = 2, heads = 4, kv_heads = 2, head_dim = 32;
-  // vocab_size of the config (embedding rows): vocab - 3 byte-level BPE tokens
-  // (256 bytes + merges), then <|endoftext|>, <|im_start|>, <|im_end|>.
+  // vocab_size of the config (embedding rows): vocab - kQwen3AddedTokens
+  // byte-level BPE tokens (256 bytes + merges), then the added tokens.
   int64_t vocab = 512;
   int64_t max_position_embeddings = 4096;
   double rope_theta = 1000000.0, rms_norm_eps = 1e-6;
@@ -46,8 +51,9 @@ Qwen3GenerateResult generate_qwen3_checkpoint(const Qwen3GenerateOptions& option
 
 // What every Qwen-family generator writes around its own tensor list: the
 // seeded BF16 tensors (one file or `shards` with the index), tokenizer.json
-// and tokenizer_config.json for `vocab` ids (vocab - 3 BPE tokens trained on
-// the built-in text, then the three special tokens), and config_json last.
+// and tokenizer_config.json for `vocab` ids (vocab - kQwen3AddedTokens BPE
+// tokens trained on the built-in text, then the added tokens), and
+// config_json last.
 // Returns the tensors' payload bytes.
 struct Qwen3CheckpointFiles {
   std::string out_dir;
@@ -62,8 +68,8 @@ uint64_t write_qwen3_checkpoint_files(const Qwen3CheckpointFiles& files, const s
                                       const nlohmann::json& config_json);
 
 // The tokenizer.json for `tokens` (byte strings indexed by id, 256 single
-// bytes first, as train_bpe returns them), with the three special tokens at
-// ids tokens.size() .. + 2. Exposed for tests.
+// bytes first, as train_bpe returns them), with the added tokens at ids
+// tokens.size() .. + kQwen3AddedTokens - 1. Exposed for tests.
 nlohmann::json qwen3_tokenizer_json(const std::vector<std::string>& tokens);
 
 // Qwen2/Qwen3's pre-tokenizer regex, as tokenizer.json writes it.

@@ -28,8 +28,9 @@ Qwen3MoeDims qwen3_moe_preset(const std::string& name) {
 
 Qwen3MoeGenerateResult generate_qwen3_moe_checkpoint(const Qwen3MoeGenerateOptions& o) {
   const Qwen3MoeDims& d = o.dims;
-  if (d.vocab < 256 + 1 + 3)
-    fail("make-model: --vocab ", d.vocab, " is too small: 256 byte tokens + at least one merge + 3 special tokens");
+  if (d.vocab < 256 + 1 + kQwen3AddedTokens)
+    fail("make-model: --vocab ", d.vocab, " is too small: 256 byte tokens + at least one merge + ", kQwen3AddedTokens,
+         " added tokens");
   Qwen3MoeConfig want;
   Qwen3Config& b = want.base;
   b.hidden_size = d.hidden;
@@ -50,7 +51,7 @@ Qwen3MoeGenerateResult generate_qwen3_moe_checkpoint(const Qwen3MoeGenerateOptio
         o.yarn_original_max_positions > 0 ? o.yarn_original_max_positions : o.max_position_embeddings;
     b.yarn.attention_factor = 0.1 * std::log(o.yarn_factor) + 1.0;
   }
-  const int64_t n_bpe = d.vocab - 3;
+  const int64_t n_bpe = d.vocab - kQwen3AddedTokens;
   b.bos_token_id = n_bpe;               // <|endoftext|>
   b.eos_token_ids = {n_bpe + 2};        // <|im_end|>, as the released chat checkpoints
   want.moe_intermediate_size = d.moe_intermediate;

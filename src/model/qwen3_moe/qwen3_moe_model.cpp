@@ -141,6 +141,41 @@ void Qwen3MoeModel::rewind(ModelSession& session, const SessionMark& mark) const
   qwen3_session(session).truncate(mark.length);  // refuses a mark past the session's length
 }
 
+std::unique_ptr<ModelSession> Qwen3MoeModel::copy_at(const ModelSession& session, const SessionMark& at) const {
+  auto copy = std::make_unique<Qwen3Session>(qwen3_session(session));
+  rewind(*copy, at);
+  return copy;
+}
+
+uint64_t Qwen3MoeModel::state_values(int64_t length) const {
+  return static_cast<uint64_t>(c_.base.num_hidden_layers) * 2 * static_cast<uint64_t>(c_.base.kv_dim()) *
+         static_cast<uint64_t>(std::max<int64_t>(length, 0));
+}
+
+void Qwen3MoeModel::for_each_state_part(const ModelSession& session, const SessionMark& at,
+                                        const StatePartFn& part) const {
+  if (typeid(at) != typeid(SessionMark)) fail("Qwen3-MoE model: the mark belongs to another model family");
+  const Qwen3Session& s = qwen3_session(session);
+  if (at.length > s.length()) fail("Qwen3-MoE session state: the mark is at ", at.length, ", past the session's ", s.length());
+  const size_t n = static_cast<size_t>(at.length * s.kv_dim());
+  for (int64_t l = 0; l < s.layers(); ++l) {
+    part(s.keys(l, 0), n);
+    part(s.values(l, 0), n);
+  }
+}
+
+void Qwen3MoeModel::read_state(ModelSession& fresh, int64_t length, const StateReadFn& read) const {
+  Qwen3Session& s = qwen3_session(fresh);
+  if (s.length() != 0) fail("Qwen3-MoE session state: restore needs a fresh session");
+  s.reserve(length);  // refuses a length past the session's capacity
+  const size_t n = static_cast<size_t>(length * s.kv_dim());
+  for (int64_t l = 0; l < s.layers(); ++l) {
+    read(s.keys(l, 0), n);
+    read(s.values(l, 0), n);
+  }
+  s.commit(length);
+}
+
 Rows Qwen3MoeModel::forward_verify(ModelSession& session, std::span<const uint32_t> tokens) {
   verify_start_ = qwen3_session(session).length();
   verify_rows_ = 0;

@@ -51,6 +51,12 @@ public:
                const PassShape& shape = {}) override;
   std::shared_ptr<SessionMark> mark(const ModelSession& session) const override;
   void rewind(ModelSession& session, const SessionMark& mark) const override;
+  // A state is the K/V cache's first `length` positions: per layer in order,
+  // the keys then the values ([length, kv_dim] fp32 each).
+  std::unique_ptr<ModelSession> copy_at(const ModelSession& session, const SessionMark& at) const override;
+  uint64_t state_values(int64_t length) const override;
+  void for_each_state_part(const ModelSession& session, const SessionMark& at, const StatePartFn& part) const override;
+  void read_state(ModelSession& fresh, int64_t length, const StateReadFn& read) const override;
   Rows forward_verify(ModelSession& session, std::span<const uint32_t> tokens) override;
   void keep_verified(ModelSession& session, size_t rows) override;
 

@@ -2,12 +2,11 @@
 
 namespace deltafin::api {
 
-TurnText::TurnText(const Tokenizer& tokenizer, bool chat, bool thinking, std::vector<std::string> stops)
-    : stop_(std::move(stops)) {
-  if (chat)
-    chat_.emplace(tokenizer, thinking);
-  else
-    raw_.emplace(tokenizer);
+TurnText::TurnText(std::unique_ptr<ChatOutput> chat, std::vector<std::string> stops)
+    : chat_(std::move(chat)), stop_(std::move(stops)) {}
+
+TurnText::TurnText(const TokenText& text, std::vector<std::string> stops) : stop_(std::move(stops)) {
+  raw_.emplace(text);
 }
 
 OutputDelta TurnText::filter(OutputDelta d) {

@@ -1,21 +1,30 @@
 // What one generation shows, token by token: the chat channels (reasoning,
-// content) or the raw completion text, with the request's stop strings
-// applied. Stop strings apply to the answer the client reads: the content of
-// a chat turn (not its reasoning) or the completion text; the stop string
-// itself is never returned.
+// content, split by the family's ChatOutput) or the raw completion text,
+// with the request's stop strings applied. Stop strings apply to the answer
+// the client reads: the content of a chat turn (not its reasoning) or the
+// completion text; the stop string itself is never returned.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "server/api/chat_output.h"
+#include "model/common/chat_format.h"
+#include "server/api/stop_matcher.h"
+#include "tokenizer/stream_decoder.h"
+#include "tokenizer/token_text.h"
 
 namespace deltafin::api {
 
+using OutputDelta = ChatDelta;
+
 class TurnText {
 public:
-  TurnText(const Tokenizer& tokenizer, bool chat, bool thinking, std::vector<std::string> stops);
+  // A chat turn: `chat` splits its tokens into channels.
+  TurnText(std::unique_ptr<ChatOutput> chat, std::vector<std::string> stops);
+  // A raw completion: the tokens' bytes as text.
+  TurnText(const TokenText& text, std::vector<std::string> stops);
 
   // Text to show after this token (either part may be empty).
   OutputDelta push(uint32_t id);
@@ -28,7 +37,7 @@ public:
 private:
   OutputDelta filter(OutputDelta d);
 
-  std::optional<ChatOutputParser> chat_;
+  std::unique_ptr<ChatOutput> chat_;
   std::optional<StreamDecoder> raw_;
   StopMatcher stop_;
 };

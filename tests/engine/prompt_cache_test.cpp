@@ -2,7 +2,7 @@
 // the rest of a prompt gives the same logits, bit for bit, as a cold run of
 // the whole prompt; which boundary a restore picks; LRU eviction by count
 // and by bytes; merging a prefix entry into its extension.
-#include "server/prompt_cache.h"
+#include "engine/prompt_cache.h"
 
 #include <gtest/gtest.h>
 
@@ -11,8 +11,7 @@
 #include <vector>
 
 #include "engine/loaded_model.h"
-#include "model/kimi_k3/generator.h"
-#include "server/shared_test_model.h"
+#include "support/family_model.h"
 #include "support/test_support.h"
 
 using namespace deltafin;
@@ -21,11 +20,6 @@ namespace {
 
 using Ids = std::vector<uint32_t>;
 
-LoadedK3& lm() { return test::shared_tiny_model(23); }
-const K3Config& cfg() { return lm().config; }
-
-Ids tokens(uint64_t seed, size_t n) { return test::random_tokens(seed, n, static_cast<uint32_t>(cfg().vocab_size)); }
-
 Ids concat(Ids a, const Ids& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
@@ -33,73 +27,87 @@ Ids concat(Ids a, const Ids& b) {
 
 Ids prefix(const Ids& a, size_t n) { return Ids(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n)); }
 
-// The last position's logits of `t` run through a fresh session in one pass.
-std::vector<float> cold_logits(const Ids& t) {
-  K3Session s(cfg());
-  return lm().model->forward(s, t, false).v;
-}
-
-// A session that consumed `t`, with snapshots taken at the given lengths
-// (ascending), as the generation service keeps them.
-struct Consumed {
-  K3Session session;
-  std::vector<K3Session::Snapshot> snaps;
-};
-Consumed consume(const Ids& t, const std::vector<size_t>& at) {
-  Consumed c{K3Session(cfg()), {}};
-  size_t pos = 0;
-  for (size_t b : at) {
-    if (b > pos) lm().model->forward(c.session, std::span<const uint32_t>(t).subspan(pos, b - pos), false);
-    pos = b;
-    c.snaps.push_back(c.session.snapshot());
-  }
-  if (t.size() > pos) lm().model->forward(c.session, std::span<const uint32_t>(t).subspan(pos), false);
-  return c;
-}
-
-void put(PromptCache& cache, const Ids& t, const std::vector<size_t>& at) {
-  Consumed c = consume(t, at);
-  cache.put(t, std::move(c.session), std::move(c.snaps));
-}
-
-// Restores for `prompt`, runs the rest, and returns (r, last logits).
-std::pair<int64_t, std::vector<float>> warm_logits(PromptCache& cache, const Ids& prompt) {
-  K3Session s(cfg());
-  const int64_t r = cache.restore(prompt, s);
-  EXPECT_EQ(s.length(), r);
-  std::span<const uint32_t> rest = std::span<const uint32_t>(prompt).subspan(static_cast<size_t>(r));
-  return {r, lm().model->forward(s, rest, false).v};
-}
-
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// The bytes of one entry from the definitions: the session's caches (KDA
-// state of every KDA layer, the latent rows (r_kv + d_rope floats) of every
-// MLA layer for `length` positions), the tokens, and a KDA-state copy per snapshot.
-uint64_t expected_entry_bytes(size_t n_tokens, int64_t length, size_t snapshots) {
-  const K3Config& c = cfg();
-  uint64_t kda = 0, mla = 0;
-  for (LayerKind k : c.layer_kinds) {
-    if (k == LayerKind::KDA)
-      kda += static_cast<uint64_t>(3 * c.kda_dim() * c.short_conv_kernel_size +
-                                   c.kda_num_heads * c.kda_head_dim * c.kda_head_dim) *
-             sizeof(float);
-    else
-      mla += static_cast<uint64_t>(length * (c.kv_lora_rank + c.qk_rope_head_dim)) * sizeof(float);
+// Every test runs on a tiny model of each target family.
+class PromptCacheTest : public ::testing::TestWithParam<std::string> {
+protected:
+  LoadedModel& lm() { return test::shared_family_model(GetParam(), 23); }
+  CausalModel& model() { return lm().causal(); }
+  uint32_t vocab() { return static_cast<uint32_t>(model().summary().vocab); }
+  Ids tokens(uint64_t seed, size_t n) { return test::random_tokens(seed, n, vocab()); }
+  PromptCache make(size_t entries, uint64_t bytes) { return PromptCache(model(), entries, bytes); }
+
+  // The last position's logits of `t` run through a fresh session in one pass.
+  std::vector<float> cold_logits(const Ids& t) {
+    auto s = model().new_session();
+    return model().forward(*s, t, false).v;
   }
-  return kda + mla + n_tokens * sizeof(uint32_t) + snapshots * kda;
-}
+
+  // Consumes `t` in a fresh session, marking it at the given lengths
+  // (ascending), and keeps it as the engine does.
+  void put(PromptCache& cache, const Ids& t, const std::vector<size_t>& at) {
+    auto s = model().new_session();
+    std::vector<std::shared_ptr<SessionMark>> marks;
+    size_t pos = 0;
+    for (size_t b : at) {
+      if (b > pos) model().forward(*s, std::span<const uint32_t>(t).subspan(pos, b - pos), false);
+      pos = b;
+      marks.push_back(model().mark(*s));
+    }
+    if (t.size() > pos) model().forward(*s, std::span<const uint32_t>(t).subspan(pos), false);
+    cache.put(t, std::move(s), std::move(marks));
+  }
+
+  // Restores for `prompt`, runs the rest, and returns (r, last logits).
+  std::pair<int64_t, std::vector<float>> warm_logits(PromptCache& cache, const Ids& prompt) {
+    PromptCache::Restored r = cache.restore(prompt);
+    std::unique_ptr<ModelSession> s = r.session ? std::move(r.session) : model().new_session();
+    EXPECT_EQ(s->length(), r.length);
+    std::span<const uint32_t> rest = std::span<const uint32_t>(prompt).subspan(static_cast<size_t>(r.length));
+    return {r.length, model().forward(*s, rest, false).v};
+  }
+
+  // The bytes of one entry from the families' definitions: the session's
+  // state for `length` positions, the tokens, and what each mark holds
+  // beside the session. K3: the KDA state of every KDA layer (in the
+  // session, and copied into each mark) and the latent rows (r_kv + d_rope
+  // floats) of every MLA layer. Qwen3: keys and values (KV heads x head_dim
+  // floats each) of every layer; a mark is a length and holds nothing.
+  uint64_t expected_entry_bytes(size_t n_tokens, int64_t length, size_t marks) {
+    const uint64_t tokens = n_tokens * sizeof(uint32_t);
+    if (auto* k3 = dynamic_cast<LoadedK3*>(&lm())) {
+      const K3Config& c = k3->config;
+      uint64_t kda = 0, mla = 0;
+      for (LayerKind k : c.layer_kinds) {
+        if (k == LayerKind::KDA)
+          kda += static_cast<uint64_t>(3 * c.kda_dim() * c.short_conv_kernel_size +
+                                       c.kda_num_heads * c.kda_head_dim * c.kda_head_dim) *
+                 sizeof(float);
+        else
+          mla += static_cast<uint64_t>(length * (c.kv_lora_rank + c.qk_rope_head_dim)) * sizeof(float);
+      }
+      return kda + mla + tokens + marks * kda;
+    }
+    const Qwen3Config& c = dynamic_cast<LoadedQwen3Moe&>(lm()).config.base;
+    return static_cast<uint64_t>(c.num_hidden_layers * 2 * c.num_key_value_heads * c.head_dim * length) *
+               sizeof(float) +
+           tokens;
+  }
+};
 
 constexpr uint64_t kPlenty = 1ull << 30;
 
 }  // namespace
 
-TEST(PromptCache, RestoredStateContinuesBitForBitLikeAColdRun) {
+INSTANTIATE_TEST_SUITE_P(Families, PromptCacheTest, ::testing::ValuesIn(test::target_families()), test::family_name);
+
+TEST_P(PromptCacheTest, RestoredStateContinuesBitForBitLikeAColdRun) {
   const Ids p = tokens(1, 20);
   const Ids q = concat(p, tokens(2, 7));
-  PromptCache cache(4, kPlenty);
+  PromptCache cache = make(4, kPlenty);
   put(cache, p, {19, 20});  // the prompt minus its last token, and its end
   ASSERT_EQ(cache.entries(), 1u);
 
@@ -120,26 +128,23 @@ TEST(PromptCache, RestoredStateContinuesBitForBitLikeAColdRun) {
   EXPECT_TRUE(same_bits(logits3, logits));
 }
 
-TEST(PromptCache, NoSharedBoundaryMeansNoRestore) {
+TEST_P(PromptCacheTest, NoSharedBoundaryMeansNoRestore) {
   const Ids p = tokens(3, 16);
-  PromptCache cache(4, kPlenty);
+  PromptCache cache = make(4, kPlenty);
   put(cache, p, {15});
   // Diverges at 10: nothing was snapshotted at or below 10.
   Ids q = concat(prefix(p, 10), tokens(4, 6));
   ASSERT_NE(q[10], p[10]);
-  K3Session s(cfg());
-  EXPECT_EQ(cache.restore(q, s), 0);
-  EXPECT_EQ(s.length(), 0);
-  EXPECT_EQ(cache.restore(tokens(5, 16), s), 0);
+  EXPECT_EQ(cache.restore(q).length, 0);
+  EXPECT_FALSE(cache.restore(q).session);
+  EXPECT_EQ(cache.restore(tokens(5, 16)).length, 0);
 }
 
-TEST(PromptCache, AOneTokenPromptNeverRestores) {
+TEST_P(PromptCacheTest, AOneTokenPromptNeverRestores) {
   const Ids p = tokens(6, 8);
-  PromptCache cache(4, kPlenty);
+  PromptCache cache = make(4, kPlenty);
   put(cache, p, {1, 3, 8});
-  K3Session s(cfg());
-  EXPECT_EQ(cache.restore(prefix(p, 1), s), 0);
-  EXPECT_EQ(s.length(), 0);
+  EXPECT_EQ(cache.restore(prefix(p, 1)).length, 0);
   // r < prompt size always: a prompt ending exactly at a boundary uses the one before.
   EXPECT_EQ(warm_logits(cache, prefix(p, 3)).first, 1);
   EXPECT_EQ(warm_logits(cache, prefix(p, 8)).first, 3);
@@ -148,9 +153,9 @@ TEST(PromptCache, AOneTokenPromptNeverRestores) {
   EXPECT_TRUE(same_bits(logits, cold_logits(prefix(p, 2))));
 }
 
-TEST(PromptCache, RestorePicksTheLongestUsableBoundary) {
+TEST_P(PromptCacheTest, RestorePicksTheLongestUsableBoundary) {
   const Ids p = tokens(7, 30);
-  PromptCache cache(4, kPlenty);
+  PromptCache cache = make(4, kPlenty);
   put(cache, p, {4, 8, 12, 30});
 
   struct Case {
@@ -160,7 +165,7 @@ TEST(PromptCache, RestorePicksTheLongestUsableBoundary) {
   for (const Case& c : {Case{10, 8}, Case{13, 12}, Case{12, 12}, Case{7, 4}, Case{3, 0}}) {
     SCOPED_TRACE(c.shared);
     Ids q = concat(prefix(p, c.shared), tokens(100 + c.shared, 5));
-    if (q[c.shared] == p[c.shared]) q[c.shared] = (p[c.shared] + 1) % static_cast<uint32_t>(cfg().vocab_size);
+    if (q[c.shared] == p[c.shared]) q[c.shared] = (p[c.shared] + 1) % vocab();
     auto [r, logits] = warm_logits(cache, q);
     EXPECT_EQ(r, c.expected);
     EXPECT_TRUE(same_bits(logits, cold_logits(q)));
@@ -169,7 +174,7 @@ TEST(PromptCache, RestorePicksTheLongestUsableBoundary) {
   // Across entries: a second entry sharing only 10 tokens with p but
   // snapshotted at 9 beats the first entry's 4 for a prompt sharing 12 with
   // p (and 10 with the second).
-  PromptCache two(4, kPlenty);
+  PromptCache two = make(4, kPlenty);
   put(two, p, {4});
   Ids other = concat(prefix(p, 10), tokens(8, 10));
   ASSERT_NE(other[10], p[10]);
@@ -181,9 +186,9 @@ TEST(PromptCache, RestorePicksTheLongestUsableBoundary) {
   EXPECT_TRUE(same_bits(logits, cold_logits(z)));
 }
 
-TEST(PromptCache, LruEvictionByCount) {
+TEST_P(PromptCacheTest, LruEvictionByCount) {
   const Ids a = tokens(11, 10), b = tokens(12, 10), c = tokens(13, 10);
-  PromptCache cache(2, kPlenty);
+  PromptCache cache = make(2, kPlenty);
   put(cache, a, {9});
   put(cache, b, {9});
   EXPECT_EQ(cache.entries(), 2u);
@@ -194,21 +199,21 @@ TEST(PromptCache, LruEvictionByCount) {
   EXPECT_EQ(warm_logits(cache, a).first, 9);
   EXPECT_EQ(warm_logits(cache, c).first, 9);
 
-  PromptCache none(0, kPlenty);
+  PromptCache none = make(0, kPlenty);
   put(none, a, {9});
   EXPECT_EQ(none.entries(), 0u);
   EXPECT_EQ(none.bytes(), 0u);
   EXPECT_EQ(warm_logits(none, a).first, 0);
 }
 
-TEST(PromptCache, LruEvictionByBytes) {
+TEST_P(PromptCacheTest, LruEvictionByBytes) {
   const Ids a = tokens(21, 12), b = tokens(22, 12), c = tokens(23, 12);
-  PromptCache probe(8, kPlenty);
+  PromptCache probe = make(8, kPlenty);
   put(probe, a, {11, 12});
   const uint64_t one = probe.bytes();
   EXPECT_EQ(one, expected_entry_bytes(12, 12, 2));
 
-  PromptCache cache(8, 2 * one + one / 2);  // room for two entries of this shape
+  PromptCache cache = make(8, 2 * one + one / 2);  // room for two entries of this shape
   put(cache, a, {11, 12});
   put(cache, b, {11, 12});
   EXPECT_EQ(cache.entries(), 2u);
@@ -221,16 +226,16 @@ TEST(PromptCache, LruEvictionByBytes) {
   EXPECT_EQ(warm_logits(cache, c).first, 11);
 
   // An entry larger than the whole budget is not kept, and evicts nothing.
-  PromptCache small(8, one - 1);
+  PromptCache small = make(8, one - 1);
   put(small, a, {11, 12});
   EXPECT_EQ(small.entries(), 0u);
   EXPECT_EQ(small.bytes(), 0u);
 }
 
-TEST(PromptCache, APrefixEntryIsMergedIntoItsExtension) {
+TEST_P(PromptCacheTest, APrefixEntryIsMergedIntoItsExtension) {
   const Ids p = tokens(31, 12);
   const Ids ext = concat(p, tokens(32, 8));  // p, then what was generated after it
-  PromptCache cache(4, kPlenty);
+  PromptCache cache = make(4, kPlenty);
   put(cache, p, {11});
   put(cache, ext, {19, 20});
   EXPECT_EQ(cache.entries(), 1u) << "the prefix entry should have been folded into its extension";
@@ -238,7 +243,7 @@ TEST(PromptCache, APrefixEntryIsMergedIntoItsExtension) {
 
   // The carried-over snapshot at 11 still serves a prompt branching at 11.
   Ids branch = concat(prefix(p, 11), tokens(33, 5));
-  if (branch[11] == p[11]) branch[11] = (p[11] + 1) % static_cast<uint32_t>(cfg().vocab_size);
+  if (branch[11] == p[11]) branch[11] = (p[11] + 1) % vocab();
   auto [r, logits] = warm_logits(cache, branch);
   EXPECT_EQ(r, 11);
   EXPECT_TRUE(same_bits(logits, cold_logits(branch)));

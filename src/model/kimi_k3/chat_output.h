@@ -1,6 +1,4 @@
-// Turning generated token ids into what an API response shows.
-//
-// ChatOutputParser: a K3 assistant turn is XTML (k3-model.md §9.5):
+// K3ChatOutput (model/common/chat_format.h's ChatOutput for K3): a K3 assistant turn is XTML (k3-model.md §9.5):
 //   reasoning <|close|>think<|sep|> <|open|>response<|sep|> answer
 //   <|close|>response<|sep|> <|close|>message<|sep|> <|end_of_msg|>
 // The parser works on token ids, not on text, so an answer that merely
@@ -31,53 +29,36 @@
 // reasoning, before any switch it causes: the three tokens of close(think)
 // count, the tokens of open(think) written from content do not.
 //
-// StopMatcher: OpenAI `stop` strings. Text is held back while it could still
-// be the start of a stop string; when one completes, the text before it is
-// released, the stop string and everything after it are dropped, and
-// stopped() turns true. Held back: the longest suffix of the text so far
-// that is a proper prefix of some stop string. Of several stops the earliest
-// occurrence wins. With no stop strings push() returns its input unchanged;
-// empty stop strings are ignored. Text and stops are UTF-8, so every cut
-// falls on a character boundary.
 #pragma once
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
+#include "model/common/chat_format.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
 
-namespace deltafin::api {
+namespace deltafin {
 
-struct OutputDelta {
-  std::string reasoning;
-  std::string content;
-  bool empty() const { return reasoning.empty() && content.empty(); }
-};
-
-class ChatOutputParser {
+class K3ChatOutput final : public ChatOutput {
 public:
   // thinking: the prompt ended with open(think), so generation starts in the
   // reasoning channel; otherwise it ended with open(response) (content).
-  ChatOutputParser(const Tokenizer& tokenizer, bool thinking);
+  K3ChatOutput(const Tokenizer& tokenizer, bool thinking);
 
-  // One generated token (never <|end_of_msg|>: the caller stops before it).
-  OutputDelta push(uint32_t id);
+  ChatDelta push(uint32_t id) override;
   // End of generation: held-back bytes (a dangling UTF-8 fragment becomes
   // U+FFFD, an unfinished tag is shown as its text).
-  OutputDelta flush();
-
-  // Tokens generated while in the reasoning channel (usage.reasoning_tokens).
-  int64_t reasoning_tokens() const { return reasoning_tokens_; }
+  ChatDelta flush() override;
+  int64_t reasoning_tokens() const override { return reasoning_tokens_; }
 
 private:
   enum class Channel { Reasoning, Content };
-  void emit(uint32_t id, OutputDelta& out);
-  void finish_tag(OutputDelta& out);
-  void show_tag(OutputDelta& out);  // the held tag tokens as text, in the current channel
-  void switch_to(Channel channel, OutputDelta& out);
+  void emit(uint32_t id, ChatDelta& out);
+  void finish_tag(ChatDelta& out);
+  void show_tag(ChatDelta& out);  // the held tag tokens as text, in the current channel
+  void switch_to(Channel channel, ChatDelta& out);
 
   const Tokenizer* tok_;
   Channel channel_;
@@ -87,20 +68,4 @@ private:
   int64_t reasoning_tokens_ = 0;
 };
 
-class StopMatcher {
-public:
-  explicit StopMatcher(std::vector<std::string> stops);
-
-  // Adds text; returns the text that can be shown now.
-  std::string push(std::string_view text);
-  // End of generation without a stop: the held-back text.
-  std::string flush();
-  bool stopped() const { return stopped_; }
-
-private:
-  std::vector<std::string> stops_;
-  std::string held_;
-  bool stopped_ = false;
-};
-
-}  // namespace deltafin::api
+}  // namespace deltafin

@@ -1,9 +1,9 @@
-#include "server/api/chat_output.h"
+#include "model/kimi_k3/chat_output.h"
 
 #include <algorithm>
 #include <utility>
 
-namespace deltafin::api {
+namespace deltafin {
 
 namespace {
 
@@ -14,7 +14,7 @@ constexpr size_t kMaxTagTokens = 64;
 
 }  // namespace
 
-ChatOutputParser::ChatOutputParser(const Tokenizer& tokenizer, bool thinking)
+K3ChatOutput::K3ChatOutput(const Tokenizer& tokenizer, bool thinking)
     : tok_(&tokenizer),
       channel_(thinking ? Channel::Reasoning : Channel::Content),
       reasoning_(tokenizer),
@@ -23,12 +23,12 @@ ChatOutputParser::ChatOutputParser(const Tokenizer& tokenizer, bool thinking)
       close_id_(tokenizer.special_id("<|close|>")),
       sep_id_(tokenizer.special_id("<|sep|>")) {}
 
-OutputDelta ChatOutputParser::push(uint32_t id) {
+ChatDelta K3ChatOutput::push(uint32_t id) {
   // Counted by the channel the token was consumed in, before any switch it
   // causes: the tokens of close(think) count as reasoning, those of
   // open(think) (written from content) do not.
   if (channel_ == Channel::Reasoning) ++reasoning_tokens_;
-  OutputDelta out;
+  ChatDelta out;
   const bool starts_tag = id == open_id_ || id == close_id_;
   if (!tag_.empty()) {
     if (id == sep_id_) {
@@ -57,29 +57,29 @@ OutputDelta ChatOutputParser::push(uint32_t id) {
   return out;
 }
 
-OutputDelta ChatOutputParser::flush() {
-  OutputDelta out;
+ChatDelta K3ChatOutput::flush() {
+  ChatDelta out;
   if (!tag_.empty()) show_tag(out);
   out.reasoning += reasoning_.flush();
   out.content += content_.flush();
   return out;
 }
 
-void ChatOutputParser::emit(uint32_t id, OutputDelta& out) {
+void K3ChatOutput::emit(uint32_t id, ChatDelta& out) {
   if (channel_ == Channel::Reasoning)
     out.reasoning += reasoning_.push(id);
   else
     out.content += content_.push(id);
 }
 
-void ChatOutputParser::show_tag(OutputDelta& out) {
+void K3ChatOutput::show_tag(ChatDelta& out) {
   // Through the channel's decoder, so the shown text is exactly what
   // Tokenizer::decode gives for these ids in this channel.
   for (uint32_t id : tag_) emit(id, out);
   tag_.clear();
 }
 
-void ChatOutputParser::switch_to(Channel channel, OutputDelta& out) {
+void K3ChatOutput::switch_to(Channel channel, ChatDelta& out) {
   if (channel == channel_) return;
   // The old channel's held-back bytes cannot be completed by the other
   // channel's text: a dangling fragment comes out as U+FFFD.
@@ -90,7 +90,7 @@ void ChatOutputParser::switch_to(Channel channel, OutputDelta& out) {
   channel_ = channel;
 }
 
-void ChatOutputParser::finish_tag(OutputDelta& out) {
+void K3ChatOutput::finish_tag(ChatDelta& out) {
   // tag_ = open/close, name tokens..., <|sep|>; the name holds no special
   // token (push released such a buffer already).
   const bool is_open = tag_.front() == open_id_;
@@ -107,49 +107,4 @@ void ChatOutputParser::finish_tag(OutputDelta& out) {
   tag_.clear();
 }
 
-StopMatcher::StopMatcher(std::vector<std::string> stops) {
-  for (std::string& s : stops)
-    if (!s.empty()) stops_.push_back(std::move(s));
-}
-
-std::string StopMatcher::push(std::string_view text) {
-  if (stopped_) return "";
-  if (stops_.empty()) return std::string(text);
-  held_ += text;
-
-  // Earliest occurrence of any stop. held_ held no complete stop before this
-  // push and no position before it can start one (see below), so a search of
-  // held_ finds the first stop in the whole output.
-  size_t first = std::string::npos;
-  for (const std::string& s : stops_) first = std::min(first, held_.find(s));
-  if (first != std::string::npos) {
-    std::string out = held_.substr(0, first);
-    held_.clear();
-    stopped_ = true;
-    return out;
-  }
-
-  // Keep the longest suffix that is a proper prefix of some stop; anything
-  // before it can no longer begin a stop. Text and stops are valid UTF-8, so
-  // the cut (where a stop's first byte would be) is a character boundary.
-  size_t keep = 0;
-  for (const std::string& s : stops_) {
-    for (size_t k = std::min(s.size() - 1, held_.size()); k > keep; --k) {
-      if (std::string_view(held_).substr(held_.size() - k) == std::string_view(s).substr(0, k)) {
-        keep = k;
-        break;
-      }
-    }
-  }
-  std::string out = held_.substr(0, held_.size() - keep);
-  held_.erase(0, held_.size() - keep);
-  return out;
-}
-
-std::string StopMatcher::flush() {
-  std::string out = std::move(held_);
-  held_.clear();
-  return out;
-}
-
-}  // namespace deltafin::api
+}  // namespace deltafin

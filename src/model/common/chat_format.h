@@ -1,0 +1,63 @@
+// A family's chat format: how a message list becomes prompt tokens (its chat
+// template) and how the tokens of an assistant turn split into what an API
+// shows (reasoning and answer). The server and `run --chat` use only this;
+// K3's XTML lives in model/kimi_k3/chat_format.h, Qwen3's ChatML with
+// <think> blocks in model/qwen3/qwen3_chat.h.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace deltafin {
+
+struct ChatTurnOptions {
+  bool thinking = true;  // the answer starts with a reasoning block
+  // K3's thinking effort ("low", "high", "max"); families without one
+  // ignore it (the API maps OpenAI's reasoning_effort onto it).
+  std::optional<std::string> reasoning_effort = "max";
+};
+
+struct RenderedChat {
+  std::vector<uint32_t> tokens;
+  bool thinking = false;  // generation starts inside the reasoning block
+};
+
+// Text to show after one token, per channel.
+struct ChatDelta {
+  std::string reasoning;
+  std::string content;
+  bool empty() const { return reasoning.empty() && content.empty(); }
+};
+
+// One assistant turn's tokens -> text, incrementally (UTF-8 is decoded as it
+// completes; structure tokens switch channels and are not shown).
+class ChatOutput {
+public:
+  virtual ~ChatOutput() = default;
+  // One generated token (never the end-of-turn token: the caller stops there).
+  virtual ChatDelta push(uint32_t id) = 0;
+  // End of generation: whatever was held back.
+  virtual ChatDelta flush() = 0;
+  // Tokens consumed while in the reasoning channel (usage.reasoning_tokens).
+  virtual int64_t reasoning_tokens() const = 0;
+};
+
+class ChatFormat {
+public:
+  virtual ~ChatFormat() = default;
+  // Renders an OpenAI-style message list (validated by the API layer) with
+  // the generation prompt. Throws deltafin::Error naming the offending
+  // message or field for what the template cannot express.
+  virtual RenderedChat render(const nlohmann::ordered_json& messages, const ChatTurnOptions& options) const = 0;
+  // The parser for the turn that follows a render() with `thinking`.
+  virtual std::unique_ptr<ChatOutput> output(bool thinking) const = 0;
+  // The token that ends an assistant turn.
+  virtual uint32_t end_of_turn() const = 0;
+};
+
+}  // namespace deltafin

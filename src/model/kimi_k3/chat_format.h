@@ -1,0 +1,22 @@
+// K3's chat format (k3-model.md §9): the XTML renderer of
+// tokenizer/chat_template.h, encoded segment by segment (user text never
+// becomes a special token), and K3ChatOutput for the answer.
+#pragma once
+
+#include "model/common/chat_format.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deltafin {
+
+class K3ChatFormat final : public ChatFormat {
+public:
+  explicit K3ChatFormat(const Tokenizer& tokenizer) : tok_(tokenizer) {}
+  RenderedChat render(const nlohmann::ordered_json& messages, const ChatTurnOptions& options) const override;
+  std::unique_ptr<ChatOutput> output(bool thinking) const override;
+  uint32_t end_of_turn() const override { return tok_.eos_id(); }  // <|end_of_msg|>
+
+private:
+  const Tokenizer& tok_;
+};
+
+}  // namespace deltafin

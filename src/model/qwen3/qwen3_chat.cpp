@@ -1,0 +1,250 @@
+#include "model/qwen3/qwen3_chat.h"
+
+#include "tokenizer/stream_decoder.h"
+#include "util/error.h"
+
+namespace deltafin {
+
+using Json = nlohmann::ordered_json;
+
+std::optional<Qwen3ChatTokens> qwen3_chat_tokens(const HfTokenizer& tokenizer, std::string* why) {
+  Qwen3ChatTokens t;
+  struct Want {
+    const char* spelling;
+    uint32_t* id;
+  };
+  for (const Want& w : {Want{"<|im_start|>", &t.im_start}, Want{"<|im_end|>", &t.im_end}, Want{"<think>", &t.think},
+                        Want{"</think>", &t.end_think}}) {
+    const std::optional<uint32_t> id = tokenizer.token_id(w.spelling);
+    if (!id) {
+      if (why) *why = cat("tokenizer.json has no ", w.spelling, " token");
+      return std::nullopt;
+    }
+    *w.id = *id;
+  }
+  return t;
+}
+
+namespace {
+
+// The rendered prompt as ids: template tokens as ids, the text between them
+// gathered and encoded as one ordinary section.
+class Pieces {
+public:
+  Pieces(const HfTokenizer& tok) : tok_(tok) {}
+  void text(const std::string& s) { pending_ += s; }
+  void id(uint32_t token) {
+    flush();
+    out_.push_back(token);
+  }
+  std::vector<uint32_t> finish() {
+    flush();
+    return std::move(out_);
+  }
+
+private:
+  void flush() {
+    if (pending_.empty()) return;
+    const std::vector<uint32_t> ids = tok_.encode(pending_, /*allow_special=*/false);
+    out_.insert(out_.end(), ids.begin(), ids.end());
+    pending_.clear();
+  }
+  const HfTokenizer& tok_;
+  std::string pending_;
+  std::vector<uint32_t> out_;
+};
+
+std::string strip_newlines_left(std::string s) {
+  s.erase(0, s.find_first_not_of('\n') == std::string::npos ? s.size() : s.find_first_not_of('\n'));
+  return s;
+}
+std::string strip_newlines_right(std::string s) {
+  const size_t end = s.find_last_not_of('\n');
+  s.erase(end == std::string::npos ? 0 : end + 1);
+  return s;
+}
+
+// A message's content as one string: a string as given, text parts joined
+// with "\n", null as "".
+std::string content_text(const Json& m, size_t index) {
+  auto it = m.find("content");
+  if (it == m.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (!it->is_array()) fail("messages[", index, "].content: expected a string or an array of text parts");
+  std::string out;
+  for (size_t j = 0; j < it->size(); ++j) {
+    const Json& part = (*it)[j];
+    auto text = part.find("text");
+    if (!part.is_object() || text == part.end() || !text->is_string())
+      fail("messages[", index, "].content[", j, "]: expected a text part with a string \"text\"");
+    if (j) out += "\n";
+    out += text->get<std::string>();
+  }
+  return out;
+}
+
+std::string role_of(const Json& m, size_t index) {
+  auto it = m.find("role");
+  if (it == m.end() || !it->is_string()) fail("messages[", index, "].role: expected a string");
+  return it->get<std::string>();
+}
+
+// The reasoning a history turn carries: reasoning_content (or reasoning) when
+// given, else what content holds before "</think>" (content then keeps only
+// what follows it), as the template splits it.
+std::string split_reasoning(const Json& m, std::string& content) {
+  for (const char* key : {"reasoning_content", "reasoning"}) {
+    auto it = m.find(key);
+    if (it != m.end() && it->is_string()) return it->get<std::string>();
+  }
+  const size_t close = content.find("</think>");
+  if (close == std::string::npos) return "";
+  std::string before = strip_newlines_right(content.substr(0, close));
+  const size_t open = before.rfind("<think>");
+  if (open != std::string::npos) before = before.substr(open + 7);
+  content = strip_newlines_left(content.substr(content.rfind("</think>") + 8));
+  return strip_newlines_left(before);
+}
+
+}  // namespace
+
+RenderedChat Qwen3ChatFormat::render(const Json& messages, const ChatTurnOptions& options) const {
+  if (!messages.is_array() || messages.empty()) fail("messages: expected a non-empty array");
+  const size_t n = messages.size();
+  for (size_t i = 0; i < n; ++i) {
+    const Json& m = messages[i];
+    const std::string role = role_of(m, i);
+    if (role == "tool" || m.contains("tool_calls"))
+      fail("messages[", i, "]: tool calls and tool results are not supported for Qwen3 models yet");
+    if (role != "system" && role != "user" && role != "assistant")
+      fail("messages[", i, "].role: \"", role, "\" is not one of system, user, assistant");
+  }
+  // The last user message: reasoning is kept only for turns after it.
+  size_t last_query = n - 1;
+  for (size_t i = n; i-- > 0;)
+    if (role_of(messages[i], i) == "user") {
+      last_query = i;
+      break;
+    }
+  Pieces p(tok_);
+  auto turn = [&](const std::string& role) {
+    p.id(ids_.im_start);
+    p.text(role + "\n");
+  };
+  auto end_turn = [&] {
+    p.id(ids_.im_end);
+    p.text("\n");
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const Json& m = messages[i];
+    const std::string role = role_of(m, i);
+    std::string content = content_text(m, i);
+    if (role == "system" || role == "user") {
+      turn(role);
+      p.text(content);
+      end_turn();
+      continue;
+    }
+    const std::string reasoning = split_reasoning(m, content);
+    turn(role);
+    if (i > last_query && (i == n - 1 || !reasoning.empty())) {
+      p.id(ids_.think);
+      p.text("\n" + strip_newlines_right(strip_newlines_left(reasoning)) + "\n");
+      p.id(ids_.end_think);
+      p.text("\n\n" + strip_newlines_left(content));
+    } else {
+      p.text(content);
+    }
+    end_turn();
+  }
+  turn("assistant");
+  if (!options.thinking) {
+    p.id(ids_.think);
+    p.text("\n\n");
+    p.id(ids_.end_think);
+    p.text("\n\n");
+  }
+  return RenderedChat{p.finish(), false};  // the model opens its own <think>
+}
+
+namespace {
+
+class Qwen3ChatOutput final : public ChatOutput {
+public:
+  Qwen3ChatOutput(const TokenText& text, Qwen3ChatTokens ids) : reasoning_(text), content_(text), ids_(ids) {}
+
+  ChatDelta push(uint32_t id) override {
+    ChatDelta out;
+    if (in_reasoning_) ++reasoning_tokens_;
+    if (id == ids_.think && !in_reasoning_) {
+      out.content += release(content_.flush());
+      in_reasoning_ = true;
+      at_start_ = true;
+      held_newlines_ = 0;
+      return out;
+    }
+    if (id == ids_.end_think && in_reasoning_) {
+      std::string rest = reasoning_.flush();
+      out.reasoning += release(rest);
+      held_newlines_ = 0;  // the newlines before </think> are dropped
+      in_reasoning_ = false;
+      at_start_ = true;
+      return out;
+    }
+    if (in_reasoning_)
+      out.reasoning += release(reasoning_.push(id));
+    else
+      out.content += release(content_.push(id));
+    return out;
+  }
+
+  ChatDelta flush() override {
+    ChatDelta out;
+    if (in_reasoning_) {
+      out.reasoning += release(reasoning_.flush());
+      out.reasoning += std::string(held_newlines_, '\n');  // an unclosed block keeps them
+    } else {
+      out.content += release(content_.flush());
+      out.content += std::string(held_newlines_, '\n');
+    }
+    held_newlines_ = 0;
+    return out;
+  }
+
+  int64_t reasoning_tokens() const override { return reasoning_tokens_; }
+
+private:
+  // Newlines at the start of a block are dropped; in reasoning, trailing
+  // newlines are held until more text follows (dropped at </think>). In
+  // content they are held too, so a turn's text is released the same way
+  // in both channels; flush() gives them back.
+  std::string release(const std::string& text) {
+    std::string out;
+    for (char c : text) {
+      if (c == '\n') {
+        if (!at_start_) ++held_newlines_;
+        continue;
+      }
+      out.append(held_newlines_, '\n');
+      held_newlines_ = 0;
+      at_start_ = false;
+      out += c;
+    }
+    return out;
+  }
+
+  StreamDecoder reasoning_, content_;
+  Qwen3ChatTokens ids_;
+  bool in_reasoning_ = false, at_start_ = true;
+  size_t held_newlines_ = 0;
+  int64_t reasoning_tokens_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<ChatOutput> Qwen3ChatFormat::output(bool thinking) const {
+  (void)thinking;  // Qwen3 opens its reasoning with <think> itself, whatever the prompt
+  return std::make_unique<Qwen3ChatOutput>(text_, ids_);
+}
+
+}  // namespace deltafin

@@ -1,0 +1,64 @@
+// Qwen3's chat format: ChatML with <think> blocks, as the chat template in
+// the released tokenizer_config.json of Qwen3 (Qwen3-30B-A3B, Qwen3-235B-
+// A22B and the dense Qwen3 models) renders it (docs/qwen3-moe.md §Chat):
+//
+//   <|im_start|>system\n{system}<|im_end|>\n          (first message only)
+//   <|im_start|>user\n{content}<|im_end|>\n
+//   <|im_start|>assistant\n{content}<|im_end|>\n       (history)
+//   <|im_start|>assistant\n                             (generation prompt)
+//   + "<think>\n\n</think>\n\n" when thinking is off (enable_thinking=False)
+//
+// Assistant history: reasoning (reasoning_content, or what content holds
+// before "</think>") is dropped from turns before the last user message;
+// turns after it keep "<think>\n{reasoning}\n</think>\n\n" (always the last
+// one). A system message that is not first renders like a user message.
+// Content given as text parts is joined with "\n" (what servers do for
+// string-only templates; the template itself would render it empty).
+//
+// Tokens: <|im_start|>, <|im_end|>, <think>, </think> written by the
+// template are their ids; the text between them is encoded as one ordinary
+// section, so the ids equal tokenizing the rendered string with the
+// Hugging Face tokenizer — except that a spelling of an added token inside
+// message text stays text here (a user cannot inject <|im_end|>).
+// Tool calls and tool messages are refused (not supported yet).
+//
+// Output: the model opens its reasoning with <think> (thinking on) and
+// closes it with </think>; the reasoning channel gets what is between them
+// without its leading and trailing newlines (as the template strips
+// history), the content what follows without its leading newlines. Other
+// added tokens are shown as their spelling.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "model/common/chat_format.h"
+#include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/token_text.h"
+
+namespace deltafin {
+
+struct Qwen3ChatTokens {
+  uint32_t im_start = 0, im_end = 0, think = 0, end_think = 0;
+};
+
+// The chat tokens of `tokenizer`, or nullopt with `why` set when one is
+// missing (a base model's tokenizer without <think>, say).
+std::optional<Qwen3ChatTokens> qwen3_chat_tokens(const HfTokenizer& tokenizer, std::string* why);
+
+class Qwen3ChatFormat final : public ChatFormat {
+public:
+  // Keeps references; `text` is a view of `tokenizer`.
+  Qwen3ChatFormat(const HfTokenizer& tokenizer, const TokenText& text, Qwen3ChatTokens ids)
+      : tok_(tokenizer), text_(text), ids_(ids) {}
+  RenderedChat render(const nlohmann::ordered_json& messages, const ChatTurnOptions& options) const override;
+  std::unique_ptr<ChatOutput> output(bool thinking) const override;
+  uint32_t end_of_turn() const override { return ids_.im_end; }
+
+private:
+  const HfTokenizer& tok_;
+  const TokenText& text_;
+  Qwen3ChatTokens ids_;
+};
+
+}  // namespace deltafin
