@@ -1,4 +1,4 @@
-#include "spec/speculative_generate.h"
+#include "speculative/speculative_generate.h"
 #include "bench/bench_runner.h"
 
 #include <fcntl.h>
@@ -224,7 +224,7 @@ RunResult measure_run(LoadedModel& model, const std::vector<BenchPrompt>& prompt
     RunStatsCollector collector(model);
     GenerateParams p;
     p.max_new = options.max_new;
-    p.eos = model.eos.value_or(0);
+    p.eos = model.eos;
     p.ignore_eos = true;  // a fixed token count, so runs are comparable
     p.observer = &collector;
     p.prefill_chunk = options.prefill_chunk;

@@ -3,8 +3,8 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "format/k3_checkpoint.h"
-#include "format/k3_tensors.h"
+#include "model/kimi_k3/checkpoint.h"
+#include "model/kimi_k3/tensors.h"
 #include "format/mxfp4.h"
 #include "model/kimi_k3/session.h"
 #include "model/qwen3/qwen3_session.h"

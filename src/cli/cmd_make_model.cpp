@@ -4,12 +4,13 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "format/k3_config.h"
-#include "format/k3_tensors.h"
+#include "model/kimi_k3/config.h"
+#include "model/kimi_k3/tensors.h"
 #include "model/kimi_k3/generator.h"
 #include "model/qwen3/qwen3_generator.h"
 #include "model/qwen3_moe/qwen3_moe_generator.h"
-#include "spec/dspark_generator.h"
+#include "model/k3_dspark/generator.h"
+#include "model/registry.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -113,11 +114,22 @@ int run_qwen3_moe(const MakeModelArgs& a) {
   return 0;
 }
 
+// --arch names a family of the registry (model/registry.h); "k3" is kept
+// as another name for kimi_k3.
+const FamilyInfo& arch_family(const std::string& arch) {
+  for (const FamilyInfo& f : model_families())
+    if (arch == f.name || (arch == "k3" && f.family == Family::KimiK3)) return f;
+  std::string names;
+  for (const FamilyInfo& f : model_families()) names += std::string(names.empty() ? "" : ", ") + f.name;
+  fail("make-model --arch ", arch, ": not a model family (", names, ", or k3 for kimi_k3)");
+}
+
 int run(const MakeModelArgs& a) {
-  if (a.arch == "k3_dspark") return run_dspark(a);
+  const Family family = arch_family(a.arch).family;
+  if (family == Family::K3DSpark) return run_dspark(a);
   if (!a.target.empty()) fail("make-model: --target applies only to --arch k3_dspark");
-  if (a.arch == "qwen3") return run_qwen3(a);
-  if (a.arch == "qwen3_moe") return run_qwen3_moe(a);
+  if (family == Family::Qwen3Dense) return run_qwen3(a);
+  if (family == Family::Qwen3Moe) return run_qwen3_moe(a);
   GenerateOptions o;
   o.out_dir = a.out;
   o.seed = a.seed;
@@ -144,10 +156,10 @@ Command add_make_model(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("make-model", "Generate a small checkpoint of a supported architecture (random weights)");
   sub->add_option("--out", a->out, "Output directory")->required();
   sub->add_option("--seed", a->seed, "Random seed")->capture_default_str();
+  std::string archs;
+  for (const FamilyInfo& f : model_families()) archs += std::string(archs.empty() ? "" : "; ") + f.name + ": " + f.what;
   sub->add_option("--arch", a->arch,
-                  "k3 (a K3-architecture checkpoint), k3_dspark (a DSpark drafter for --target), qwen3 (a small dense "
-                  "draft model with tokenizer.json) or qwen3_moe (a Qwen3-MoE checkpoint)")
-      ->check(CLI::IsMember({"k3", "k3_dspark", "qwen3", "qwen3_moe"}))
+                  "The model family (" + archs + "; k3 is kimi_k3). k3_dspark needs --target, the K3 checkpoint it drafts for")
       ->capture_default_str();
   sub->add_option("--target", a->target, "k3_dspark: the K3 checkpoint directory the drafter is made for");
   sub->add_option("--preset", a->preset, "tiny (tests), small (a few hundred MB), bench (real K3 expert size; qwen3_moe: Qwen3-235B-A22B's), k3")

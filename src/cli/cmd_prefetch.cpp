@@ -3,7 +3,8 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "format/k3_config.h"
+#include "model/common/family_checkpoint.h"
+#include "model/registry.h"
 #include "remote/prefetch_experts.h"
 #include "store/store_manifest.h"
 #include "util/error.h"
@@ -30,7 +31,6 @@ PrefetchRange parse_layers(const std::string& text) {
   };
   r.first_layer = number(text.substr(0, dash));
   r.last_layer = dash == std::string::npos ? r.first_layer : number(text.substr(dash + 1));
-  if (r.last_layer == 0) fail("--layers: '", text, "': layer 0 has no routed experts");
   return r;
 }
 
@@ -38,10 +38,9 @@ int run(const PrefetchArgs& a) {
   if (a.all == !a.layers.empty()) fail("give exactly one of --all or --layers A-B");
   const StoreManifest m = load_store_manifest(a.store);
   if (!m.remote) fail(a.store, "/store.json: not a streamed store (set up without --stream): its experts are all local");
-  const K3Config c = load_k3_config(a.store + "/config.json");
   FetchOptions fo;
   fo.threads = a.fetch_threads;
-  fo.matrices = expert_matrix_shapes(c);
+  fo.matrices = mxfp4_matrices(m.record.empty() ? record_layout_of(a.store) : m.record);  // stores before v4 did not record it
   const PrefetchRange range = a.all ? PrefetchRange{} : parse_layers(a.layers);
   const PrefetchReport r = prefetch_experts(a.store, m, range, fo, a.quiet);
   std::printf("prefetch: %llu experts fetched, %llu already on the drives; %s received in %.1f s, %llu retries\n",

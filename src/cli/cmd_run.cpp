@@ -13,8 +13,8 @@
 #include "engine/prompt_disk_cache.h"
 #include "cli/model_options.h"
 #include "engine/run_stats.h"
-#include "spec/drafter_factory.h"
-#include "spec/speculative_generate.h"
+#include "speculative/drafter_factory.h"
+#include "speculative/speculative_generate.h"
 #include "tokenizer/stream_decoder.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -123,9 +123,8 @@ int run(const RunArgs& a) {
   GenerateParams p;
   p.max_new = a.max_new;
   // A chat ends at its end-of-turn token, raw text at the model's end token.
-  const std::optional<uint32_t> end = a.chat ? std::optional(m->chat()->end_of_turn()) : m->eos;
-  p.eos = end.value_or(0);
-  p.ignore_eos = a.ignore_eos || !end;  // a model that names no end token runs to the budget
+  p.eos = a.chat ? m->chat()->end_tokens() : m->eos;  // none named: the run goes to the budget
+  p.ignore_eos = a.ignore_eos;
   p.prefill_chunk = a.prefill_chunk;
   p.prefill_group = a.prefill_group;
   p.stop = &g_interrupted;
@@ -163,7 +162,7 @@ int run(const RunArgs& a) {
   StreamDecoder decoder(*m->text);
   GenerateStats st = generate_speculative(model, session, prompt, p, sp, &spec_stats, [&](uint32_t id) {
     emitted.push_back(id);
-    if (id == p.eos && !p.ignore_eos) return;  // the stop token is not text
+    if (p.ends_turn(id)) return;  // the stop token is not text
     std::string text = decoder.push(id);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);

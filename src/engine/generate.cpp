@@ -1,5 +1,7 @@
 #include "engine/generate.h"
 
+#include <algorithm>
+
 #include "util/error.h"
 
 namespace deltafin {
@@ -22,9 +24,13 @@ int64_t generation_limit(const ModelSummary& c, const GenerateParams& p, int64_t
   return limit;
 }
 
+bool GenerateParams::ends_turn(uint32_t token) const {
+  return !ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end();
+}
+
 bool stop_after_token(const GenerateParams& p, uint32_t token, int64_t new_tokens, int64_t length, int64_t limit,
                       GenerateStats& st) {
-  if (token == p.eos && !p.ignore_eos) return st.reason = StopReason::Eos, true;
+  if (p.ends_turn(token)) return st.reason = StopReason::Eos, true;
   if (new_tokens >= p.max_new) return st.reason = StopReason::MaxNew, true;
   if (length >= limit) return st.reason = StopReason::ContextFull, true;
   if ((p.stop && p.stop->load()) || (p.cancelled && p.cancelled())) return st.reason = StopReason::Interrupted, true;

@@ -1,4 +1,4 @@
-// What the generation loop (spec/speculative_generate.h: plain decoding is its
+// What the generation loop (speculative/speculative_generate.h: plain decoding is its
 // step with no drafter) is told and reports: prefill the prompt, then greedy
 // decoding until the end-of-message token, the token budget, the context
 // limit or an interrupt. Greedy is the only decoding (k3-model.md §7.8).
@@ -26,8 +26,12 @@ public:
 struct GenerateParams {
   int64_t max_new = 256;
   int64_t context_limit = 0;               // 0 = the model's context (ModelSummary::context)
-  uint32_t eos = 0;                        // <|end_of_msg|>
+  // The tokens that end the turn, the usual one first (K3: <|end_of_msg|>;
+  // a Qwen3 chat: <|im_end|>, <|endoftext|>); empty: none ends it.
+  std::vector<uint32_t> eos;
   bool ignore_eos = false;                 // benchmarks: keep going past eos for a fixed token count
+  // One of `eos`, and not ignored: where the turn ends.
+  bool ends_turn(uint32_t token) const;
   const std::atomic<bool>* stop = nullptr; // set by a signal handler: stop after the current token
   StepObserver* observer = nullptr;
   int64_t prefill_chunk = kDefaultPrefillChunk;  // rows per prefill slice (engine/prefill.h); 0 = whole group

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "model/kimi_k3/family_checkpoint.h"
 #include "remote/prefetch_experts.h"
 #include "store/spine_file.h"
 #include "util/error.h"
@@ -87,6 +88,22 @@ void open_streaming_experts(LoadedModel& m, const EngineOptions& o, int64_t expe
   m.stream->warm_pinned();
 }
 
+// How a streamed store's missing experts are fetched from its mirror (none
+// for a store whose experts are all local). The fetched bytes are checked
+// against the record's MXFP4 structure where it has MXFP4 matrices.
+std::optional<FetchOptions> mirror_fetch_options(const StoreManifest& man, const std::vector<RecordPart>& record,
+                                                 const EngineOptions& o) {
+  if (!man.remote) return std::nullopt;
+  FetchOptions fo;
+  fo.threads = o.fetch_threads;
+  fo.matrices = mxfp4_matrices(record);
+  if (o.disk_budget_gb) {
+    if (!(*o.disk_budget_gb >= 0)) fail("--disk-budget: ", *o.disk_budget_gb, " (must be >= 0 GB)");
+    fo.disk_budget_bytes = static_cast<uint64_t>(*o.disk_budget_gb * 1e9);
+  }
+  return fo;
+}
+
 // Qwen3's chat format when the tokenizer has its chat tokens (a base model's
 // may lack <think>): chat requests are then refused, saying which is missing.
 void attach_qwen3_chat(LoadedQwen3Moe& m) {
@@ -111,7 +128,7 @@ std::unique_ptr<LoadedK3> load_k3_resident(const std::string& dir, int threads) 
   // load_k3_checkpoint has checked vocab_size == tiktoken ranks + 256, the tokenizer's size.
   m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(dir));
   m->text = token_text(*m->tokenizer);
-  m->eos = m->tokenizer->eos_id();
+  m->eos = {m->tokenizer->eos_id()};
   m->chat_format = std::make_unique<K3ChatFormat>(*m->tokenizer);
   m->pool = std::make_unique<ThreadPool>(threads);
   m->model = std::make_unique<K3Model>(m->config, m->weights, *m->experts, m->pool.get());
@@ -138,7 +155,7 @@ std::unique_ptr<LoadedK3> load_k3_store(const std::string& store_dir, const Engi
   m->fingerprint = store_fingerprint(store_dir);
   m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(store_dir));
   m->text = token_text(*m->tokenizer);
-  m->eos = m->tokenizer->eos_id();
+  m->eos = {m->tokenizer->eos_id()};
   m->chat_format = std::make_unique<K3ChatFormat>(*m->tokenizer);
   if (static_cast<int64_t>(m->tokenizer->vocab_size()) != c.vocab_size)
     fail(store_dir, ": the tokenizer has ", m->tokenizer->vocab_size(), " ids but config.json's vocab_size is ", c.vocab_size);
@@ -154,17 +171,8 @@ std::unique_ptr<LoadedK3> load_k3_store(const std::string& store_dir, const Engi
   m->weights = load_k3_weights(c, *spine);
   spine.reset();
 
-  std::optional<FetchOptions> fetch;
-  if (man.remote) {
-    FetchOptions fo;
-    fo.threads = o.fetch_threads;
-    fo.matrices = expert_matrix_shapes(c);
-    if (o.disk_budget_gb) {
-      if (!(*o.disk_budget_gb >= 0)) fail("--disk-budget: ", *o.disk_budget_gb, " (must be >= 0 GB)");
-      fo.disk_budget_bytes = static_cast<uint64_t>(*o.disk_budget_gb * 1e9);
-    }
-    fetch = fo;
-  }
+  // Stores before manifest version 4 did not record the layout: K3's.
+  const std::optional<FetchOptions> fetch = mirror_fetch_options(man, man.record.empty() ? k3_record_layout(c) : man.record, o);
   open_streaming_experts(*m, o, c.num_experts_per_token, o.lookahead == LookaheadMode::Auto, fetch);
   m->pool = std::make_unique<ThreadPool>(o.threads);
   m->model = std::make_unique<K3Model>(m->config, m->weights, *m->experts, m->pool.get());
@@ -193,7 +201,7 @@ std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_resident(const std::string& dir, 
     fail(dir, "/tokenizer.json: ", m->tokenizer->vocab_size(), " ids, more than config.json's vocab_size ",
          m->config.base.vocab_size);
   m->text = token_text(*m->tokenizer);
-  if (!m->config.base.eos_token_ids.empty()) m->eos = static_cast<uint32_t>(m->config.base.eos_token_ids[0]);
+  for (int64_t id : m->config.base.eos_token_ids) m->eos.push_back(static_cast<uint32_t>(id));
   attach_qwen3_chat(*m);
   m->pool = std::make_unique<ThreadPool>(threads);
   m->model = std::make_unique<Qwen3MoeModel>(m->config, m->weights, *m->experts, m->pool.get());
@@ -243,7 +251,7 @@ std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_store(const std::string& store_di
     fail(store_dir, "/tokenizer.json: ", m->tokenizer->vocab_size(), " ids, more than config.json's vocab_size ",
          c.base.vocab_size);
   m->text = token_text(*m->tokenizer);
-  if (!c.base.eos_token_ids.empty()) m->eos = static_cast<uint32_t>(c.base.eos_token_ids[0]);
+  for (int64_t id : c.base.eos_token_ids) m->eos.push_back(static_cast<uint32_t>(id));
   attach_qwen3_chat(*m);
 
   const uint64_t moe_experts = man.moe_layers.size() * static_cast<uint64_t>(man.experts);
@@ -253,8 +261,7 @@ std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_store(const std::string& store_di
   m->weights = load_qwen3_moe_weights(c, *spine);
   spine.reset();
 
-  if (man.remote) fail(store_dir, ": a streamed (--stream) Qwen3-MoE store; setup --stream is K3's only yet");
-  open_streaming_experts(*m, o, c.num_experts_per_tok, false, std::nullopt);
+  open_streaming_experts(*m, o, c.num_experts_per_tok, false, mirror_fetch_options(man, man.record, o));
   m->pool = std::make_unique<ThreadPool>(o.threads);
   m->model = std::make_unique<Qwen3MoeModel>(m->config, m->weights, *m->experts, m->pool.get());
   m->load_seconds = since(t0);

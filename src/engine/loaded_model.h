@@ -15,7 +15,7 @@
 #include "engine/engine_options.h"
 #include "engine/memory_plan.h"
 #include "engine/streaming_source.h"
-#include "format/k3_checkpoint.h"
+#include "model/kimi_k3/checkpoint.h"
 #include "model/common/causal_model.h"
 #include "model/common/chat_format.h"
 #include "model/kimi_k3/chat_format.h"
@@ -51,7 +51,7 @@ struct LoadedModel {
   std::unique_ptr<ExpertSource> experts;
   StreamingExpertSource* stream = nullptr;  // = experts when streaming
   std::unique_ptr<TokenText> text;          // the family's tokenizer as ordinary text
-  std::optional<uint32_t> eos;              // where generation stops (none: only at the budget)
+  std::vector<uint32_t> eos;                // where a raw generation stops, the usual token first (none: only at the budget)
   std::unique_ptr<ThreadPool> pool;
   double load_seconds = 0;
   // SHA-256 (hex) of what decides the numerics: config.json and the weights'

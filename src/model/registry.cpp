@@ -63,12 +63,25 @@ const FamilyInfo& detect_checkpoint_family(const std::string& dir) {
   return detect_family(j, path);
 }
 
-std::unique_ptr<FamilyCheckpoint> open_family_checkpoint(const std::string& dir) {
+std::unique_ptr<FamilyCheckpoint> open_family_checkpoint(const std::string& dir, const ShardOpener* opener) {
   const FamilyInfo& f = detect_checkpoint_family(dir);
   switch (f.family) {
-    case Family::KimiK3: return std::make_unique<K3FamilyCheckpoint>(dir);
-    case Family::Qwen3Moe: return std::make_unique<Qwen3MoeFamilyCheckpoint>(dir);
+    case Family::KimiK3:
+      return opener ? std::make_unique<K3FamilyCheckpoint>(dir, *opener) : std::make_unique<K3FamilyCheckpoint>(dir);
+    case Family::Qwen3Moe:
+      return opener ? std::make_unique<Qwen3MoeFamilyCheckpoint>(dir, *opener)
+                    : std::make_unique<Qwen3MoeFamilyCheckpoint>(dir);
     default: fail(dir, ": a ", f.what, " checkpoint has no routed experts to store; setup takes a target model");
+  }
+}
+
+std::vector<RecordPart> record_layout_of(const std::string& dir) {
+  const FamilyInfo& f = detect_checkpoint_family(dir);
+  const std::string config = (std::filesystem::path(dir) / "config.json").string();
+  switch (f.family) {
+    case Family::KimiK3: return k3_record_layout(load_k3_config(config));
+    case Family::Qwen3Moe: return qwen3_moe_record_layout(read_qwen3_moe_config(config));
+    default: fail(dir, ": a ", f.what, " has no routed experts");
   }
 }
 

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "format/byte_source.h"
+
 namespace deltafin {
 
 enum class Family { KimiK3, Qwen3Moe, Qwen3Dense, K3DSpark };
@@ -34,7 +36,14 @@ const FamilyInfo& detect_family(const nlohmann::json& config, const std::string&
 const FamilyInfo& detect_checkpoint_family(const std::string& dir);
 
 class FamilyCheckpoint;
-// Opens a target family's checkpoint for `deltafin setup` (its family from config.json).
-std::unique_ptr<FamilyCheckpoint> open_family_checkpoint(const std::string& dir);
+// Opens a target family's checkpoint for `deltafin setup` (its family from
+// config.json); with `opener`, its shards are opened through it (a mirror's,
+// for setup --stream) and only config.json and the index are read from `dir`.
+std::unique_ptr<FamilyCheckpoint> open_family_checkpoint(const std::string& dir, const ShardOpener* opener = nullptr);
+
+struct RecordPart;
+// The expert record layout the config.json in `dir` implies (a store's copy
+// of it, say): what stores before manifest version 4 did not record.
+std::vector<RecordPart> record_layout_of(const std::string& dir);
 
 }  // namespace deltafin

@@ -63,7 +63,7 @@ struct ExpertFetcher::Impl {
 
   Impl(const std::string& dir, const StoreManifest& manifest, FetchOptions options)
       : store_dir(dir), m(manifest), o(std::move(options)), ranges(ExpertRanges::load(dir, manifest)),
-        journal(dir, manifest.layers, manifest.experts) {
+        journal(dir, manifest.moe_layers, manifest.experts) {
     std::function<bool()> outer = o.http.cancelled;
     o.http.cancelled = [this, outer] { return abandon.load() || (outer && outer()); };
     budget = o.disk_budget_bytes ? *o.disk_budget_bytes : m.remote->disk_budget_bytes;
@@ -83,11 +83,11 @@ struct ExpertFetcher::Impl {
   // was lost: it is fetched again rather than trusted).
   void scan_local() {
     for (const StoreDrive& d : m.drives)
-      for (int64_t l = 1; l < m.layers; ++l) {
+      for (int64_t l : m.moe_layers) {
         const std::string dir = d.path + "/" + std::filesystem::path(expert_relative_path(l, 0)).parent_path().string();
         if (std::filesystem::is_directory(dir)) remove_stale_temps(dir);
       }
-    for (int64_t l = 1; l < m.layers; ++l)
+    for (int64_t l : m.moe_layers)
       for (int64_t e = 0; e < m.experts; ++e) {
         bool all = !m.entry(l, e).drives.empty();
         for (uint16_t d : m.entry(l, e).drives) all = all && has_size(m.expert_path(d, l, e), m.expert_bytes);
@@ -328,7 +328,7 @@ std::optional<ExpertHash> ExpertFetcher::hash(int64_t layer, int64_t expert) con
 uint64_t ExpertFetcher::submit(FetchRequest request) {
   if (!request.dest) fail("ExpertFetcher::submit: no destination buffer");
   impl_->m.entry(request.layer, request.expert);  // range check, named error
-  if (request.layer < 1) fail("ExpertFetcher::submit: layer ", request.layer, " has no routed experts");
+  if (!impl_->m.is_moe_layer(request.layer)) fail("ExpertFetcher::submit: layer ", request.layer, " has no routed experts");
   uint64_t ticket;
   {
     std::lock_guard<std::mutex> g(impl_->mu);

@@ -3,7 +3,6 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "format/k3_tensors.h"
 #include "io/aligned_buffer.h"
 #include "store/install.h"
 #include "util/error.h"
@@ -11,18 +10,28 @@
 
 namespace deltafin {
 
-std::vector<ExpertMatrixShape> expert_matrix_shapes(const K3Config& c) {
-  const std::vector<TensorSpec> t = k3_expert_tensors(c, 1, 0);  // packed, scale, packed, scale, packed, scale
+std::vector<ExpertMatrixShape> mxfp4_matrices(const std::vector<RecordPart>& record) {
   std::vector<ExpertMatrixShape> out;
-  for (size_t i = 0; i < t.size(); i += 2) out.push_back({t[i].shape.at(0), t[i].shape.at(1) * 2});
+  for (size_t i = 0; i + 1 < record.size(); ++i) {
+    const RecordPart& packed = record[i];
+    const RecordPart& scale = record[i + 1];
+    if (packed.dtype != "U8" || scale.dtype != "U8" || packed.shape.size() != 2 || scale.shape.size() != 2 ||
+        packed.shape[0] != scale.shape[0] || packed.shape[1] != scale.shape[1] * 16 ||
+        scale.offset != packed.offset + packed.bytes)
+      continue;
+    out.push_back({packed.shape[0], packed.shape[1] * 2});
+    ++i;
+  }
   return out;
 }
 
 PrefetchReport prefetch_experts(const std::string& store_dir, const StoreManifest& m, PrefetchRange range,
                                 FetchOptions fetch, bool quiet) {
-  const int64_t last = range.last_layer == 0 ? m.layers - 1 : range.last_layer;
-  if (range.first_layer < 1 || last >= m.layers || range.first_layer > last)
-    fail("--layers: ", range.first_layer, "-", last, " is not within the MoE layers 1-", m.layers - 1);
+  const int64_t first_moe = m.moe_layers.front(), last_moe = m.moe_layers.back();
+  const int64_t first = range.first_layer < 0 ? first_moe : range.first_layer;
+  const int64_t last = range.last_layer < 0 ? last_moe : range.last_layer;
+  if (first < first_moe || last > last_moe || first > last)
+    fail("--layers: ", first, "-", last, " is not within the MoE layers ", first_moe, "-", last_moe);
   const int threads = fetch.threads;
   InterruptGuard interrupts;  // from here Ctrl-C sets a flag (checked below and by every transfer)
   // Ctrl-C stops transfers at once, not after a stalled mirror's timeouts.
@@ -31,8 +40,8 @@ PrefetchReport prefetch_experts(const std::string& store_dir, const StoreManifes
   PrefetchReport report;
   std::vector<std::pair<int64_t, int64_t>> todo;
   uint64_t need = 0;
-  for (int64_t l = range.first_layer; l <= last; ++l)
-    for (int64_t e = 0; e < m.experts; ++e) {
+  for (int64_t l = first; l <= last; ++l)
+    for (int64_t e = 0; e < m.experts && m.is_moe_layer(l); ++e) {
       if (fetcher.is_local(l, e)) {
         ++report.already_local;
         continue;
@@ -42,7 +51,7 @@ PrefetchReport prefetch_experts(const std::string& store_dir, const StoreManifes
     }
   const uint64_t budget = fetcher.disk_budget_bytes();
   if (budget && fetcher.disk_used_bytes() + need > budget)
-    fail("prefetch: layers ", range.first_layer, "-", last, " need ", human_bytes(static_cast<double>(need)),
+    fail("prefetch: layers ", first, "-", last, " need ", human_bytes(static_cast<double>(need)),
          " more on the drives, but the disk budget is ", human_bytes(static_cast<double>(budget)), " and ",
          human_bytes(static_cast<double>(fetcher.disk_used_bytes())),
          " is used: fetch fewer layers or raise the budget (setup --disk-budget)");

@@ -7,14 +7,15 @@
 #include <string>
 #include <vector>
 
-#include "format/k3_config.h"
 #include "remote/expert_fetcher.h"
 #include "store/store_manifest.h"
 
 namespace deltafin {
 
 struct PrefetchRange {
-  int64_t first_layer = 1, last_layer = 0;  // inclusive; last_layer 0 = the last MoE layer
+  // Inclusive layer numbers; only the MoE layers among them have experts.
+  // first_layer -1 = the first MoE layer, last_layer -1 = the last.
+  int64_t first_layer = -1, last_layer = -1;
 };
 
 struct PrefetchReport {
@@ -24,8 +25,12 @@ struct PrefetchReport {
   double seconds = 0;
 };
 
-// The MXFP4 matrices of a record (w1, w2, w3) for the fetcher's structure check.
-std::vector<ExpertMatrixShape> expert_matrix_shapes(const K3Config& c);
+// The MXFP4 matrices of a record, for the fetcher's structure check: each
+// U8 part [rows, cols/2] followed by a U8 part [rows, cols/32] is one matrix
+// (its packed nibbles, then its scales: K3's w1, w2, w3). A record without
+// them (Qwen3-MoE's BF16 experts) has none, and fetched bytes are checked by
+// hash alone.
+std::vector<ExpertMatrixShape> mxfp4_matrices(const std::vector<RecordPart>& record);
 
 // Fetches every remote expert of layers [first, last] not yet on its drives,
 // `fetch.threads` at a time, with a progress line (unless quiet). Stops at the

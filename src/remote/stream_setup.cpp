@@ -1,13 +1,12 @@
 #include "remote/stream_setup.h"
 
-#include "model/kimi_k3/family_checkpoint.h"
-
 #include <cctype>
 #include <filesystem>
 #include <map>
 #include <mutex>
 
-#include "format/k3_checkpoint.h"
+#include "model/common/family_checkpoint.h"
+#include "model/registry.h"
 #include "remote/expert_ranges.h"
 #include "remote/prefetch_experts.h"
 #include "remote/remote_file_source.h"
@@ -25,9 +24,11 @@ namespace {
 // The mirror's checksum list, when it publishes one (a 404 means it does not).
 constexpr const char* kChecksumFile = "SHA256SUMS";
 // Small files setup needs; config.json must exist, the others are optional
-// as they are for a local checkpoint.
+// as they are for a local checkpoint (each family reads its own tokenizer:
+// K3 tiktoken.model, Qwen3 tokenizer.json).
 constexpr const char* kRequired[] = {"config.json"};
-constexpr const char* kOptional[] = {"tiktoken.model", "tokenizer_config.json", "model.safetensors.index.json"};
+constexpr const char* kOptional[] = {"tiktoken.model", "tokenizer.json", "tokenizer_config.json",
+                                     "generation_config.json", "model.safetensors.index.json"};
 
 void say(const std::string& line) {
   std::printf("%s\n", line.c_str());
@@ -47,7 +48,7 @@ bool fetch_small_file(HttpClient& client, const std::string& url, const std::str
   const std::string file_url = HttpClient::join(url, name);
   std::optional<std::string> body = client.get_optional(file_url);
   if (!body) {
-    if (required) fail(file_url, ": not found on the mirror (a K3 checkpoint needs ", name, ")");
+    if (required) fail(file_url, ": not found on the mirror (a checkpoint needs ", name, ")");
     return false;
   }
   if (auto it = published.find(name); it != published.end()) {
@@ -136,17 +137,18 @@ StreamSetupReport run_stream_setup(const StreamSetupOptions& so) {
     remote.shards.push_back({name, info.bytes, info.etag, it == published.end() ? "" : it->second});
     return std::make_unique<RemoteFileSource>(client, client_mutex, file_url, info.bytes, info.etag);
   };
-  const K3Checkpoint k = with_context(cat("mirror ", url), [&] { return load_k3_checkpoint(source, opener); });
+  const ShardOpener shard_opener = opener;
+  const std::unique_ptr<FamilyCheckpoint> family =
+      with_context(cat("mirror ", url), [&] { return open_family_checkpoint(source, &shard_opener); });
   for (const RemoteFile& f : remote.shards) report.checkpoint_bytes += f.bytes;
   for (const auto& e : fs::directory_iterator(source)) report.checkpoint_bytes += fs::file_size(e.path());
 
   // 3. The usual setup from here: spine, placement, manifest (last).
   SetupOptions o = so.setup;
   o.from = source;
-  const K3FamilyCheckpoint family(k);
-  o.checkpoint = &family;
+  o.checkpoint = family.get();
   o.remote = remote;
-  const ExpertRanges ranges = ExpertRanges::from_checkpoint(k, remote.shards);
+  const ExpertRanges ranges = ExpertRanges::from_checkpoint(*family, remote.shards);
   o.write_remote_files = [&](const std::string& store) { ranges.save(store); };
   report.setup = run_setup(o);
   report.fetched_bytes = client->bytes_received();
@@ -159,7 +161,7 @@ StreamSetupReport run_stream_setup(const StreamSetupOptions& so) {
   // 4. --full: every expert through the fetcher.
   const StoreManifest m = load_store_manifest(o.store);
   FetchOptions fetch = so.fetch;
-  fetch.matrices = expert_matrix_shapes(k.config);
+  fetch.matrices = mxfp4_matrices(m.record);
   const PrefetchReport p = prefetch_experts(fs::canonical(o.store).string(), m, PrefetchRange{}, fetch, o.quiet);
   report.experts_fetched = p.fetched;
   report.expert_bytes_fetched = p.bytes_received;

@@ -10,8 +10,8 @@
 #include "engine/prefill.h"
 #include "engine/prompt_cache.h"
 #include "engine/prompt_disk_cache.h"
-#include "spec/drafter_factory.h"
-#include "spec/speculative_generate.h"
+#include "speculative/drafter_factory.h"
+#include "speculative/speculative_generate.h"
 #include "util/error.h"
 
 namespace deltafin {
@@ -129,6 +129,14 @@ struct Engine::Impl {
   Outcome run(const std::vector<uint32_t>& prompt, bool chat, int64_t max_new,
               const std::function<bool(uint32_t)>& on_token, const std::function<bool()>& cancelled);
 
+  void note_disk_totals() {
+    if (!disk) return;
+    const PromptDiskCache::Stats d = disk->stats();
+    std::lock_guard lock(totals_mu);
+    totals.disk_hits = d.hits, totals.disk_writes = d.writes, totals.disk_rejected = d.rejected;
+    totals.disk_evicted = d.evicted, totals.disk_bytes = d.bytes;
+  }
+
   void note_request_for_heat() {
     const auto now = Clock::now();
     if (++heat_unsaved_requests < kHeatSaveRequests && now - heat_saved_at < kHeatSaveInterval) return;
@@ -185,11 +193,9 @@ Outcome Engine::Impl::run(const std::vector<uint32_t>& prompt, bool chat, int64_
   if (n > 1 && reused == n - 1) boundaries.push_back(model.mark(*session));
 
   GenerateParams p;
-  const std::optional<uint32_t> end = chat && m->chat() ? std::optional(m->chat()->end_of_turn()) : m->eos;
   p.max_new = max_new;
   p.context_limit = context_limit;
-  p.eos = end.value_or(0);
-  p.ignore_eos = !end;
+  p.eos = chat && m->chat() ? m->chat()->end_tokens() : m->eos;
   p.stop = shutdown;
   bool stopped_by_caller = false;
   p.cancelled = [&] { return stopped_by_caller || (cancelled && cancelled()); };
@@ -220,7 +226,7 @@ Outcome Engine::Impl::run(const std::vector<uint32_t>& prompt, bool chat, int64_
       totals.prefill_positions += n - reused;
       totals.reused_positions += reused;
     }
-    if (id == p.eos && !p.ignore_eos) return;  // the end token is not reported
+    if (p.ends_turn(id)) return;  // the end token is not reported
     ++out.completion_tokens;
     generated.store(out.completion_tokens);
     if (o.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.step_delay_ms));
@@ -233,7 +239,11 @@ Outcome Engine::Impl::run(const std::vector<uint32_t>& prompt, bool chat, int64_
     case StopReason::Interrupted: out.finish = Finish::Cancelled; break;
   }
   if (stopped_by_caller) out.finish = Finish::Stopped;  // the caller's stop wins, as it came first
-  if (st.new_tokens == 0) return out.finish = Finish::Cancelled, out;  // cancelled in the prefill: nothing kept in RAM
+  if (st.new_tokens == 0) {  // cancelled in the prefill: nothing kept in RAM, the disk state (if reached) kept
+    keep_on_disk.now();
+    note_disk_totals();
+    return out.finish = Finish::Cancelled, out;
+  }
   {
     std::lock_guard lock(totals_mu);
     totals.generated_tokens += out.completion_tokens;
@@ -254,12 +264,8 @@ Outcome Engine::Impl::run(const std::vector<uint32_t>& prompt, bool chat, int64_
     std::lock_guard lock(totals_mu);
     totals.cache_entries = cache.entries();
     totals.cache_bytes = cache.bytes();
-    if (disk) {
-      const PromptDiskCache::Stats d = disk->stats();
-      totals.disk_hits = d.hits, totals.disk_writes = d.writes, totals.disk_rejected = d.rejected;
-      totals.disk_evicted = d.evicted, totals.disk_bytes = d.bytes;
-    }
   }
+  note_disk_totals();
   if (m->stream) note_request_for_heat();
   out.seconds = since(t0);
   return out;

@@ -3,7 +3,7 @@
 // generations on it one at a time: the caller hands the whole prompt and a
 // token budget; the engine reuses the longest prefix it has kept (in RAM,
 // or on disk with --prompt-cache-dir), prefills the rest, decodes through
-// the one generation loop (spec/speculative_generate.h: plain decoding is
+// the one generation loop (speculative/speculative_generate.h: plain decoding is
 // its step with no drafter, speculation its step with one), reports each
 // token, and keeps the final state for the next prompt that shares it. It
 // says how much it reused (Outcome::cached_tokens).
@@ -38,7 +38,7 @@ struct EngineSettings {
   uint64_t session_budget_bytes = 0;          // RAM for the running request's session; 0 = derived (engine.cpp)
   int64_t prefill_chunk = 64;                 // rows per prefill slice (engine/prefill.h)
   int step_delay_ms = 0;                      // tests only: sleep per token
-  std::string draft = "auto";                 // the drafter for every request (spec/drafter_factory.h)
+  std::string draft = "auto";                 // the drafter for every request (speculative/drafter_factory.h)
   std::string dspark_dir, draft_model_dir;    // what "auto" may choose from
   int draft_k = 0;                            // tokens drafted per step, 0 = the controller adapts
 };

@@ -145,7 +145,7 @@ DoctorReport run_doctor(const std::string& store_dir, bool full, bool progress, 
   if (m.remote) {
     ++r.files_checked;
     try {
-      journal = std::make_unique<HashJournal>(store, m.layers, m.experts, HashJournal::Mode::ReadOnly);
+      journal = std::make_unique<HashJournal>(store, m.moe_layers, m.experts, HashJournal::Mode::ReadOnly);
       for (const std::string& slot : journal->damaged())
         r.problems.push_back(cat(HashJournal::path(store), ": the slot of ", slot, " is damaged (it will be fetched again)"));
     } catch (const Error& e) {

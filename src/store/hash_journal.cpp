@@ -29,9 +29,28 @@ void put_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
 
 std::string HashJournal::path(const std::string& store_dir) { return store_dir + "/remote/hashes.bin"; }
 
+namespace {
+
+std::vector<int64_t> layers_from_one(int64_t layers) {
+  std::vector<int64_t> out;
+  for (int64_t l = 1; l < layers; ++l) out.push_back(l);
+  return out;
+}
+
+}  // namespace
+
 HashJournal::HashJournal(const std::string& store_dir, int64_t layers, int64_t experts, Mode mode)
-    : path_(path(store_dir)), layers_(layers), experts_(experts) {
-  const size_t count = static_cast<size_t>((layers - 1) * experts);
+    : HashJournal(store_dir, layers_from_one(layers), experts, mode) {}
+
+HashJournal::HashJournal(const std::string& store_dir, std::vector<int64_t> moe_layers, int64_t experts, Mode mode)
+    : path_(path(store_dir)), moe_layers_(std::move(moe_layers)), experts_(experts) {
+  for (size_t i = 0; i < moe_layers_.size(); ++i) {
+    const int64_t l = moe_layers_[i];
+    if (l < 0 || (i && l <= moe_layers_[i - 1])) fail(path_, ": MoE layers must be ascending and >= 0");
+    if (static_cast<size_t>(l) >= slot_of_layer_.size()) slot_of_layer_.resize(static_cast<size_t>(l) + 1, -1);
+    slot_of_layer_[static_cast<size_t>(l)] = static_cast<int64_t>(i);
+  }
+  const size_t count = moe_layers_.size() * static_cast<size_t>(experts);
   const uint64_t want = count * kSlotBytes;
   slots_.resize(count);
   if (mode == Mode::ReadOnly && !file_exists(path_)) return;
@@ -61,7 +80,8 @@ HashJournal::HashJournal(const std::string& store_dir, int64_t layers, int64_t e
     for (size_t k = 0; k < kSlotBytes && empty; ++k) empty = s[k] == 0;
     if (empty) continue;
     if (get_u32(s) != kMagic || get_u32(s + 44) != crc32c(s, 44)) {
-      damaged_.push_back(cat("layer ", 1 + static_cast<int64_t>(i) / experts, " expert ", static_cast<int64_t>(i) % experts));
+      damaged_.push_back(cat("layer ", moe_layers_[i / static_cast<size_t>(experts)], " expert ",
+                             static_cast<int64_t>(i) % experts));
       continue;
     }
     ExpertHash h;
@@ -76,9 +96,10 @@ HashJournal::~HashJournal() {
 }
 
 size_t HashJournal::slot(int64_t layer, int64_t expert) const {
-  if (layer < 1 || layer >= layers_ || expert < 0 || expert >= experts_)
+  if (layer < 0 || static_cast<size_t>(layer) >= slot_of_layer_.size() || slot_of_layer_[static_cast<size_t>(layer)] < 0 ||
+      expert < 0 || expert >= experts_)
     fail(path_, ": no slot for (layer ", layer, ", expert ", expert, ")");
-  return static_cast<size_t>((layer - 1) * experts_ + expert);
+  return static_cast<size_t>(slot_of_layer_[static_cast<size_t>(layer)] * experts_ + expert);
 }
 
 std::optional<ExpertHash> HashJournal::get(int64_t layer, int64_t expert) const {

@@ -1,5 +1,7 @@
 // The SHA-256 and CRC-32C of every expert a streamed store has fetched:
-// store/remote/hashes.bin, one fixed 48-byte slot per MoE (layer, expert).
+// store/remote/hashes.bin, one fixed 48-byte slot per MoE (layer, expert),
+// the MoE layers in ascending order, experts in order within each (for K3,
+// whose MoE layers are 1..L-1, the layout stores before model families had).
 //
 // Integrity story (README, "Streaming from a mirror"): a mirror publishes at
 // most per-file hashes of whole shards, which cannot check a 17.5 MB piece
@@ -33,9 +35,12 @@ struct ExpertHash {
 class HashJournal {
 public:
   enum class Mode { ReadWrite, ReadOnly };
-  // Opens the journal for layers 1..layers-1 x experts. ReadWrite creates it
-  // (all slots empty) when absent; ReadOnly (doctor) never writes: a missing
-  // file means nothing is recorded, and record() is refused.
+  // Opens the journal for `moe_layers` (ascending) x experts. ReadWrite
+  // creates it (all slots empty) when absent; ReadOnly (doctor) never
+  // writes: a missing file means nothing is recorded, and record() is refused.
+  HashJournal(const std::string& store_dir, std::vector<int64_t> moe_layers, int64_t experts,
+              Mode mode = Mode::ReadWrite);
+  // The same for MoE layers 1..layers-1 (K3's).
   HashJournal(const std::string& store_dir, int64_t layers, int64_t experts, Mode mode = Mode::ReadWrite);
   ~HashJournal();
   HashJournal(const HashJournal&) = delete;
@@ -55,7 +60,9 @@ private:
   size_t slot(int64_t layer, int64_t expert) const;
   std::string path_;
   int fd_ = -1;  // -1 in ReadOnly mode
-  int64_t layers_, experts_;
+  std::vector<int64_t> moe_layers_;
+  std::vector<int64_t> slot_of_layer_;  // [layer] -> position in moe_layers_, -1 for dense layers
+  int64_t experts_;
   mutable std::mutex mutex_;
   std::vector<std::optional<ExpertHash>> slots_;
   std::vector<std::string> damaged_;

@@ -12,7 +12,7 @@
 #include <set>
 
 #include "engine/generate.h"
-#include "spec/speculative_generate.h"
+#include "speculative/speculative_generate.h"
 #include "engine/loaded_model.h"
 #include "engine/prefill.h"
 #include "engine/run_stats.h"

@@ -20,7 +20,7 @@
 
 #include "engine/loaded_model.h"
 #include "engine/streaming_source.h"
-#include "format/k3_checkpoint.h"
+#include "model/kimi_k3/checkpoint.h"
 #include "io/aligned_buffer.h"
 #include "io/monitor.h"
 #include "model/kimi_k3/generator.h"

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "format/k3_fixture.h"
+#include "support/k3_fixture.h"
 #include "support/test_support.h"
 
 using namespace deltafin;

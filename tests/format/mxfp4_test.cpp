@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "format/k3_fixture.h"
+#include "support/k3_fixture.h"
 #include "util/numeric.h"
 
 using namespace deltafin;

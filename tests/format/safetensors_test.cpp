@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "format/dtype.h"
-#include "format/k3_fixture.h"
+#include "support/k3_fixture.h"
 #include "format/safetensors_writer.h"
 #include "support/test_support.h"
 #include "util/error.h"

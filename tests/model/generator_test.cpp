@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "format/k3_checkpoint.h"
-#include "format/k3_tensors.h"
+#include "model/kimi_k3/checkpoint.h"
+#include "model/kimi_k3/tensors.h"
 #include "format/mxfp4.h"
 #include "support/test_support.h"
 #include "util/file.h"

@@ -6,7 +6,7 @@
 #include <numeric>
 #include <string>
 
-#include "format/k3_tensors.h"
+#include "model/kimi_k3/tensors.h"
 #include "format/mxfp4.h"
 #include "util/error.h"
 #include "util/numeric.h"

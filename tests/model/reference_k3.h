@@ -14,7 +14,7 @@
 #include <limits>
 #include <vector>
 
-#include "format/k3_checkpoint.h"
+#include "model/kimi_k3/checkpoint.h"
 
 namespace deltafin::test {
 

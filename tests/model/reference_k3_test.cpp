@@ -12,7 +12,7 @@
 #include <memory>
 #include <set>
 
-#include "format/k3_checkpoint.h"
+#include "model/kimi_k3/checkpoint.h"
 #include "model/kimi_k3/generator.h"
 #include "support/test_support.h"
 #include "util/error.h"

@@ -63,7 +63,7 @@ TEST(Qwen3Chat, GeneratedTokenizerHasTheChatTokensAfterTheSpecials) {
   EXPECT_EQ(fx().ids.im_end, 397u);
   EXPECT_EQ(fx().ids.think, 398u);
   EXPECT_EQ(fx().ids.end_think, 399u);
-  EXPECT_EQ(fx().chat->end_of_turn(), 397u);
+  EXPECT_EQ(fx().chat->end_tokens(), (std::vector<uint32_t>{397u, 395u}));  // <|im_end|>, <|endoftext|>
 }
 
 TEST(Qwen3Chat, SystemAndUserWithThinkingOnEndsAtTheAssistantHeader) {

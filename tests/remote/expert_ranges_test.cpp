@@ -1,5 +1,6 @@
-// remote/expert_ranges.h: where every routed expert's six tensors lie in a
-// checkpoint's shards (remote/experts.bin). Checked against a generated tiny
+// remote/expert_ranges.h: where every routed expert's tensors lie in a
+// checkpoint's shards (remote/experts.bin, version 2; version 1 files of
+// K3 stores from before model families still load). Checked against a generated tiny
 // checkpoint opened locally, with the RemoteFile names the shard file names,
 // so every range can be read back with pread and compared with the record the
 // checkpoint reader assembles.
@@ -18,10 +19,15 @@
 #include <string>
 #include <vector>
 
-#include "format/k3_checkpoint.h"
-#include "format/k3_tensors.h"
+#include "model/kimi_k3/checkpoint.h"
+#include "model/kimi_k3/family_checkpoint.h"
+#include "model/kimi_k3/tensors.h"
 #include "model/kimi_k3/generator.h"
+#include "model/qwen3_moe/family_checkpoint.h"
+#include "model/qwen3_moe/qwen3_moe_generator.h"
+#include "remote/prefetch_experts.h"
 #include "support/test_support.h"
+#include "util/crc32c.h"
 #include "util/error.h"
 #include "util/file.h"
 
@@ -37,6 +43,7 @@ struct Fixture {
   TempDir dir;
   std::string ckpt;
   K3Checkpoint k;
+  std::unique_ptr<K3FamilyCheckpoint> family;  // over k
   std::vector<RemoteFile> shards;  // sorted by name, sizes from the files
   ExpertRanges ranges;
 };
@@ -58,7 +65,8 @@ const Fixture& fixture() {
       if (e.path().extension() == ".safetensors") names.push_back(e.path().filename().string());
     std::sort(names.begin(), names.end());
     for (const std::string& n : names) x->shards.push_back({n, fs::file_size(x->ckpt + "/" + n), "\"etag-" + n + "\"", ""});
-    x->ranges = ExpertRanges::from_checkpoint(x->k, x->shards);
+    x->family = std::make_unique<K3FamilyCheckpoint>(x->k);
+    x->ranges = ExpertRanges::from_checkpoint(*x->family, x->shards);
     return x;
   }();
   return *f;
@@ -121,8 +129,8 @@ TEST(ExpertRanges, EachExpertsSixRangesMatchTheShardHeaders) {
     for (int64_t e = 0; e < c.num_experts; ++e) {
       const std::vector<TensorSpec> specs = k3_expert_tensors(c, l, e);
       const std::span<const TensorRange> got = f.ranges.tensors(l, e);
-      ASSERT_EQ(got.size(), ExpertRanges::kTensorsPerExpert);
-      ASSERT_EQ(specs.size(), ExpertRanges::kTensorsPerExpert);
+      ASSERT_EQ(got.size(), 6u);
+      ASSERT_EQ(specs.size(), 6u);
       for (size_t t = 0; t < specs.size(); ++t) {
         SCOPED_TRACE(cat("layer ", l, " expert ", e, " tensor ", specs[t].name));
         const SafetensorsFile* holder = nullptr;
@@ -202,7 +210,7 @@ TEST(ExpertRanges, ShardMissingFromTheListIsAnError) {
   const uint32_t drop = f.ranges.tensors(5, 7)[0].shard;
   std::vector<RemoteFile> fewer = f.shards;
   fewer.erase(fewer.begin() + drop);
-  EXPECT_FAILS_WITH(ExpertRanges::from_checkpoint(f.k, fewer), f.shards[drop].name, "not among the mirror's files");
+  EXPECT_FAILS_WITH(ExpertRanges::from_checkpoint(*f.family, fewer), f.shards[drop].name, "not among the mirror's files");
 }
 
 TEST(ExpertRanges, SaveLoadRoundTrip) {
@@ -214,9 +222,10 @@ TEST(ExpertRanges, SaveLoadRoundTrip) {
   ASSERT_TRUE(file_exists(path));
   const StoreManifest m = manifest_for(f);
   const size_t count = static_cast<size_t>((m.layers - 1) * m.experts) * 6;
-  EXPECT_EQ(fs::file_size(path), 32 + count * 20 + 4);
+  // Version 2: magic, 5 u64 header fields, the MoE layers (1..L-1), 20 bytes per range, a CRC.
+  EXPECT_EQ(fs::file_size(path), 8 + 5 * 8 + static_cast<size_t>(m.layers - 1) * 8 + count * 20 + 4);
   const std::string bytes = read_file(path);
-  EXPECT_EQ(bytes.substr(0, 8), "DFXR0001");
+  EXPECT_EQ(bytes.substr(0, 8), "DFXR0002");
   // No temporaries left by the atomic write.
   for (const auto& e : fs::directory_iterator(store.path() + "/remote"))
     EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
@@ -275,14 +284,15 @@ TEST(ExpertRanges, LoadRefusesDamagedOrForeignFiles) {
     other.experts = m.experts * 2;
     EXPECT_FAILS_WITH(ExpertRanges::load(store.path(), other), path, "expected");
   }
-  // ...or the same number of ranges for another shape (9 x 16 = 3 x 48): the header says.
+  // ...or the same number of ranges for another shape (9 x 16 = 3 x 48):
+  // the layer list makes a version 2 file's size differ, and in a version 1
+  // file (below) the header says.
   {
     StoreManifest other = m;
     ASSERT_EQ((m.layers - 1) * m.experts, 144);
     other.layers = 4;
     other.experts = 48;
-    EXPECT_FAILS_WITH(ExpertRanges::load(store.path(), other), path, cat("written for ", m.layers, " layers x ", m.experts),
-                      "store.json has 4 x 48");
+    EXPECT_FAILS_WITH(ExpertRanges::load(store.path(), other), path, "expected");
   }
   // Another shard count.
   {
@@ -310,4 +320,86 @@ TEST(ExpertRanges, LoadRefusesDamagedOrForeignFiles) {
   }
   fs::remove(path);
   EXPECT_FAILS_WITH(ExpertRanges::load(store.path(), m), "experts.bin");
+}
+
+// The version 1 layout (K3 stores streamed before model families): the same
+// ranges without the parts and layer fields, still read; for a manifest of
+// another record layout it is refused.
+TEST(ExpertRanges, AVersionOneFileStillLoads) {
+  const Fixture& f = fixture();
+  const StoreManifest m = manifest_for(f);
+  TempDir store;
+  f.ranges.save(store.path());
+  const std::string path = ExpertRanges::path(store.path());
+  const std::string v2 = read_file(path);
+  const size_t v2_header = 8 + 5 * 8 + static_cast<size_t>(m.layers - 1) * 8;
+  std::string v1 = "DFXR0001" + v2.substr(8, 24) + v2.substr(v2_header, v2.size() - v2_header - 4);
+  std::string crc(4, '\0');
+  const uint32_t c = crc32c(v1.data(), v1.size());
+  for (int i = 0; i < 4; ++i) crc[static_cast<size_t>(i)] = static_cast<char>(c >> (8 * i));
+  write_bytes(path, v1 + crc);
+  const ExpertRanges back = ExpertRanges::load(store.path(), m);
+  EXPECT_EQ(back.parts(), 6u);
+  for (int64_t l = 1; l < m.layers; ++l)
+    for (int64_t e = 0; e < m.experts; ++e) EXPECT_TRUE(same_ranges(back.tensors(l, e), f.ranges.tensors(l, e)));
+  StoreManifest other = m;
+  other.layers = 4;
+  other.experts = 48;  // 9 x 16 = 3 x 48 records: same size, another shape
+  EXPECT_FAILS_WITH(ExpertRanges::load(store.path(), other), path, cat("written for ", m.layers, " layers x ", m.experts),
+                    "store.json has 4 x 48");
+}
+
+// The fetcher's MXFP4 structure check comes from the record layout: K3's
+// record is three matrices (w1 and w3 [mid, lat], w2 [lat, mid]); Qwen3-MoE's
+// BF16 record has none (its bytes are checked by hash only).
+TEST(ExpertRanges, Mxfp4MatricesFollowTheRecordLayout) {
+  const K3Config& c = fixture().k.config;
+  const std::vector<ExpertMatrixShape> k3 = mxfp4_matrices(k3_record_layout(c));
+  ASSERT_EQ(k3.size(), 3u);
+  const uint64_t mid = static_cast<uint64_t>(c.moe_intermediate_size), lat = static_cast<uint64_t>(c.routed_expert_hidden_size);
+  EXPECT_EQ(k3[0].rows, mid);
+  EXPECT_EQ(k3[0].cols, lat);
+  EXPECT_EQ(k3[1].rows, lat);
+  EXPECT_EQ(k3[1].cols, mid);
+  EXPECT_EQ(k3[2].rows, mid);
+  EXPECT_EQ(k3[2].cols, lat);
+  Qwen3MoeConfig q;
+  q.base.hidden_size = 64;
+  q.base.num_hidden_layers = 2;
+  q.moe_intermediate_size = 32;
+  q.num_experts = 4;
+  q.num_experts_per_tok = 2;
+  q.moe_layer = {true, true};
+  EXPECT_TRUE(mxfp4_matrices(qwen3_moe_record_layout(q)).empty());
+}
+
+// A Qwen3-MoE checkpoint in shards: each record is the gate, up and down
+// projections of one expert, in that order, and only the sparse layers have
+// ranges (layer 0 is dense here).
+TEST(ExpertRanges, Qwen3MoeRecordsAreGateUpDownOfTheSparseLayers) {
+  TempDir dir;
+  Qwen3MoeGenerateOptions o;
+  o.out_dir = dir.file("q");
+  o.seed = 4;
+  o.dims = qwen3_moe_preset("tiny");
+  o.dims.mlp_only_layers = {0};
+  o.shards = 3;
+  generate_qwen3_moe_checkpoint(o);
+  const Qwen3MoeFamilyCheckpoint k(o.out_dir);
+  std::vector<RemoteFile> shards;
+  for (const auto& e : fs::directory_iterator(o.out_dir))
+    if (e.path().extension() == ".safetensors") shards.push_back({e.path().filename().string(), fs::file_size(e.path()), "", ""});
+  std::sort(shards.begin(), shards.end(), [](const RemoteFile& a, const RemoteFile& b) { return a.name < b.name; });
+  const ExpertRanges r = ExpertRanges::from_checkpoint(k, shards);
+  EXPECT_EQ(r.parts(), 3u);
+  EXPECT_FAILS_WITH(r.tensors(0, 0), "layer 0");
+  for (int64_t l : k.moe_layers())
+    for (int64_t e = 0; e < k.experts(); ++e) {
+      std::vector<uint8_t> bytes;
+      for (const TensorRange& t : r.requests(l, e)) {
+        const std::vector<uint8_t> part = pread_range(o.out_dir + "/" + shards[t.shard].name, t.offset, t.bytes);
+        bytes.insert(bytes.end(), part.begin(), part.end());
+      }
+      EXPECT_TRUE(bytes == k.read_expert_record(l, e)) << "layer " << l << " expert " << e;
+    }
 }

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "engine/generate.h"
-#include "spec/speculative_generate.h"
+#include "speculative/speculative_generate.h"
 #include "engine/loaded_model.h"
 #include "model/kimi_k3/generator.h"
 #include "runtime/engine.h"

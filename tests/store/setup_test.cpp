@@ -12,7 +12,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "format/k3_tensors.h"
+#include "model/kimi_k3/tensors.h"
 #include "store/drive_probe.h"
 #include "store/heat.h"
 #include "store/store_fixture.h"

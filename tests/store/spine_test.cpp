@@ -10,7 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "format/k3_tensors.h"
+#include "model/kimi_k3/tensors.h"
 #include "kernels/matmul.h"
 #include "store/setup.h"
 #include "store/spine_layout.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "format/k3_checkpoint.h"
+#include "model/kimi_k3/checkpoint.h"
 #include "store/setup.h"
 #include "support/test_support.h"
 

@@ -13,7 +13,7 @@
 #include <set>
 
 #include "store/doctor_checks.h"
-#include "format/k3_tensors.h"
+#include "model/kimi_k3/tensors.h"
 #include "model/kimi_k3/generator.h"
 #include "store/doctor.h"
 #include "store/placement.h"

@@ -56,8 +56,8 @@ public:
   virtual RenderedChat render(const nlohmann::ordered_json& messages, const ChatTurnOptions& options) const = 0;
   // The parser for the turn that follows a render() with `thinking`.
   virtual std::unique_ptr<ChatOutput> output(bool thinking) const = 0;
-  // The token that ends an assistant turn.
-  virtual uint32_t end_of_turn() const = 0;
+  // The tokens that end an assistant turn, the usual one first.
+  virtual std::vector<uint32_t> end_tokens() const = 0;
 };
 
 }  // namespace deltafin

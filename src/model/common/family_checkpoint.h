@@ -40,6 +40,9 @@ public:
   virtual int64_t experts() const = 0;  // per MoE layer
   virtual std::vector<int64_t> moe_layers() const = 0;
   virtual std::vector<RecordPart> record_layout() const = 0;
+  // The full names of the tensors of one expert's record, in record order
+  // (where setup --stream finds each record's bytes in the mirror's shards).
+  virtual std::vector<std::string> expert_tensor_names(int64_t layer, int64_t expert) const = 0;
   uint64_t record_bytes() const;
   virtual std::vector<uint8_t> read_expert_record(int64_t layer, int64_t expert) const = 0;
   virtual std::vector<SpineTensorSpec> spine_tensors() const = 0;

@@ -13,7 +13,7 @@ public:
   explicit K3ChatFormat(const Tokenizer& tokenizer) : tok_(tokenizer) {}
   RenderedChat render(const nlohmann::ordered_json& messages, const ChatTurnOptions& options) const override;
   std::unique_ptr<ChatOutput> output(bool thinking) const override;
-  uint32_t end_of_turn() const override { return tok_.eos_id(); }  // <|end_of_msg|>
+  std::vector<uint32_t> end_tokens() const override { return {tok_.eos_id()}; }  // <|end_of_msg|>
 
 private:
   const Tokenizer& tok_;

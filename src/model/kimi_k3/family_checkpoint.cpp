@@ -1,6 +1,6 @@
 #include "model/kimi_k3/family_checkpoint.h"
 
-#include "format/k3_tensors.h"
+#include "model/kimi_k3/tensors.h"
 #include "util/error.h"
 
 namespace deltafin {
@@ -32,7 +32,15 @@ bool int8_row_target(const std::string& name) {
 }
 
 K3FamilyCheckpoint::K3FamilyCheckpoint(const std::string& dir) : owned_(load_k3_checkpoint(dir)), k_(&*owned_) {}
+K3FamilyCheckpoint::K3FamilyCheckpoint(const std::string& dir, const ShardOpener& opener)
+    : owned_(load_k3_checkpoint(dir, opener)), k_(&*owned_) {}
 K3FamilyCheckpoint::K3FamilyCheckpoint(const K3Checkpoint& k) : k_(&k) {}
+
+std::vector<std::string> K3FamilyCheckpoint::expert_tensor_names(int64_t layer, int64_t expert) const {
+  std::vector<std::string> out;
+  for (const TensorSpec& t : k3_expert_tensors(k_->config, layer, expert)) out.push_back(t.name);
+  return out;
+}
 
 std::vector<int64_t> K3FamilyCheckpoint::moe_layers() const {
   std::vector<int64_t> out;
@@ -41,11 +49,13 @@ std::vector<int64_t> K3FamilyCheckpoint::moe_layers() const {
   return out;
 }
 
-std::vector<RecordPart> K3FamilyCheckpoint::record_layout() const {
-  const int64_t l = moe_layers().front();
-  return record_parts(k3_expert_tensors(k_->config, l, 0),
-                      cat(kLayerPrefix, l, ".block_sparse_moe.experts.0."));
+std::vector<RecordPart> k3_record_layout(const K3Config& c) {
+  int64_t l = 0;
+  while (l < c.num_hidden_layers && !c.is_moe_layer(l)) ++l;
+  return record_parts(k3_expert_tensors(c, l, 0), cat(kLayerPrefix, l, ".block_sparse_moe.experts.0."));
 }
+
+std::vector<RecordPart> K3FamilyCheckpoint::record_layout() const { return k3_record_layout(k_->config); }
 
 std::vector<uint8_t> K3FamilyCheckpoint::read_expert_record(int64_t layer, int64_t expert) const {
   return k_->read_expert_record(layer, expert);

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "format/k3_checkpoint.h"
+#include "model/kimi_k3/checkpoint.h"
 #include "model/common/family_checkpoint.h"
 
 namespace deltafin {
@@ -17,9 +17,13 @@ namespace deltafin {
 // also requires a rank-2 BF16 tensor).
 bool int8_row_target(const std::string& tensor_name);
 
+// K3's expert record (the six MXFP4 tensors of k3-model.md §5.1).
+std::vector<RecordPart> k3_record_layout(const K3Config& config);
+
 class K3FamilyCheckpoint : public FamilyCheckpoint {
 public:
   explicit K3FamilyCheckpoint(const std::string& dir);          // opens and validates it
+  K3FamilyCheckpoint(const std::string& dir, const ShardOpener& opener);  // the same, its shards through `opener`
   explicit K3FamilyCheckpoint(const K3Checkpoint& checkpoint);  // borrowed: it must outlive this
   // k_ may point into owned_: neither copied nor moved.
   K3FamilyCheckpoint(const K3FamilyCheckpoint&) = delete;
@@ -31,6 +35,7 @@ public:
   int64_t experts() const override { return k_->config.num_experts; }
   std::vector<int64_t> moe_layers() const override;
   std::vector<RecordPart> record_layout() const override;
+  std::vector<std::string> expert_tensor_names(int64_t layer, int64_t expert) const override;
   std::vector<uint8_t> read_expert_record(int64_t layer, int64_t expert) const override;
   std::vector<SpineTensorSpec> spine_tensors() const override;
   std::vector<std::string> tokenizer_files() const override { return {"tiktoken.model", "tokenizer_config.json"}; }

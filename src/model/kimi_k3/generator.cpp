@@ -8,8 +8,8 @@
 
 #include "format/checkpoint_dir.h"
 #include "format/checkpoint.h"
-#include "format/k3_config.h"
-#include "format/k3_tensors.h"
+#include "model/kimi_k3/config.h"
+#include "model/kimi_k3/tensors.h"
 #include "format/safetensors_writer.h"
 #include "model/kimi_k3/tokenizer_files.h"
 #include "util/error.h"

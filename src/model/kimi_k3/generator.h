@@ -11,7 +11,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "format/k3_config.h"
+#include "model/kimi_k3/config.h"
 #include "model/kimi_k3/presets.h"
 
 namespace deltafin {

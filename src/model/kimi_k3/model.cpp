@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "format/k3_tensors.h"
+#include "model/kimi_k3/tensors.h"
 #include "model/kimi_k3/lookahead.h"
 #include "model/kimi_k3/session_file.h"
 #include "kernels/matmul.h"

@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "format/k3_checkpoint.h"
+#include "model/kimi_k3/checkpoint.h"
 #include "model/common/expert_source.h"
 #include "model/common/greedy.h"
 #include "model/common/route.h"

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <map>
 
-#include "format/k3_tensors.h"
+#include "model/kimi_k3/tensors.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/kimi_k3/lookahead.h"

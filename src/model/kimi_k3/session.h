@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "format/k3_config.h"
+#include "model/kimi_k3/config.h"
 #include "model/common/causal_model.h"
 
 namespace deltafin {

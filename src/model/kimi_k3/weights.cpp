@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "format/k3_tensors.h"
+#include "model/kimi_k3/tensors.h"
 #include "util/error.h"
 #include "util/numeric.h"
 

@@ -10,7 +10,7 @@
 
 #include <memory>
 
-#include "format/k3_checkpoint.h"
+#include "model/kimi_k3/checkpoint.h"
 #include "kernels/weights.h"
 #include "model/common/expert_source.h"
 #include "model/common/matrix.h"
@@ -66,7 +66,7 @@ struct K3Weights {
 // What load_k3_weights will add as derived_bytes, before loading (memory plans).
 uint64_t k3_derived_weight_bytes(const K3Config& config, bool int8_row_spine);
 
-// Every spine tensor of `config`, named as in the checkpoint (k3_tensors.h).
+// Every spine tensor of `config`, named as in the checkpoint (model/kimi_k3/tensors.h).
 K3Weights load_k3_weights(const K3Config& config, SpineTensorSource& source);
 K3Weights load_k3_weights(const K3Checkpoint& checkpoint);
 

@@ -22,6 +22,7 @@ std::optional<Qwen3ChatTokens> qwen3_chat_tokens(const HfTokenizer& tokenizer, s
     }
     *w.id = *id;
   }
+  t.end_of_text = tokenizer.token_id("<|endoftext|>");
   return t;
 }
 
@@ -119,13 +120,16 @@ RenderedChat Qwen3ChatFormat::render(const Json& messages, const ChatTurnOptions
     if (role != "system" && role != "user" && role != "assistant")
       fail("messages[", i, "].role: \"", role, "\" is not one of system, user, assistant");
   }
-  // The last user message: reasoning is kept only for turns after it.
+  // The last user message that is a query (not a wrapped tool response):
+  // reasoning is kept only for turns after it.
   size_t last_query = n - 1;
-  for (size_t i = n; i-- > 0;)
-    if (role_of(messages[i], i) == "user") {
-      last_query = i;
-      break;
-    }
+  for (size_t i = n; i-- > 0;) {
+    if (role_of(messages[i], i) != "user") continue;
+    const std::string c = content_text(messages[i], i);
+    if (c.starts_with("<tool_response>") && c.ends_with("</tool_response>")) continue;
+    last_query = i;
+    break;
+  }
   Pieces p(tok_);
   auto turn = [&](const std::string& role) {
     p.id(ids_.im_start);
@@ -241,6 +245,12 @@ private:
 };
 
 }  // namespace
+
+std::vector<uint32_t> Qwen3ChatFormat::end_tokens() const {
+  std::vector<uint32_t> ends{ids_.im_end};
+  if (ids_.end_of_text) ends.push_back(*ids_.end_of_text);
+  return ends;
+}
 
 std::unique_ptr<ChatOutput> Qwen3ChatFormat::output(bool thinking) const {
   (void)thinking;  // Qwen3 opens its reasoning with <think> itself, whatever the prompt

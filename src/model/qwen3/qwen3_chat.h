@@ -40,6 +40,7 @@ namespace deltafin {
 
 struct Qwen3ChatTokens {
   uint32_t im_start = 0, im_end = 0, think = 0, end_think = 0;
+  std::optional<uint32_t> end_of_text;  // <|endoftext|>, when the tokenizer has it
 };
 
 // The chat tokens of `tokenizer`, or nullopt with `why` set when one is
@@ -53,7 +54,9 @@ public:
       : tok_(tokenizer), text_(text), ids_(ids) {}
   RenderedChat render(const nlohmann::ordered_json& messages, const ChatTurnOptions& options) const override;
   std::unique_ptr<ChatOutput> output(bool thinking) const override;
-  uint32_t end_of_turn() const override { return ids_.im_end; }
+  // <|im_end|>, and <|endoftext|> when the tokenizer has it (the released
+  // generation_config.json lists both).
+  std::vector<uint32_t> end_tokens() const override;
 
 private:
   const HfTokenizer& tok_;

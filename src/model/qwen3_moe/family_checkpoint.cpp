@@ -7,6 +7,15 @@ namespace deltafin {
 
 Qwen3MoeFamilyCheckpoint::Qwen3MoeFamilyCheckpoint(const std::string& dir)
     : config_(read_qwen3_moe_config(dir + "/config.json")), checkpoint_(Checkpoint::open(dir)) {
+  check_tensors(dir);
+}
+
+Qwen3MoeFamilyCheckpoint::Qwen3MoeFamilyCheckpoint(const std::string& dir, const ShardOpener& opener)
+    : config_(read_qwen3_moe_config(dir + "/config.json")), checkpoint_(Checkpoint::open_remote(dir, opener)) {
+  check_tensors(dir);
+}
+
+void Qwen3MoeFamilyCheckpoint::check_tensors(const std::string& dir) const {
   // Every tensor the architecture has, of the right dtype and shape, and no other.
   for (const TensorSpec& t : qwen3_moe_tensor_specs(config_)) {
     TensorRef ref = checkpoint_.find(t.name);
@@ -17,14 +26,17 @@ Qwen3MoeFamilyCheckpoint::Qwen3MoeFamilyCheckpoint(const std::string& dir)
   check_no_unknown_qwen3_moe_tensors(config_, checkpoint_);
 }
 
-std::vector<RecordPart> Qwen3MoeFamilyCheckpoint::record_layout() const {
-  const int64_t l = config_.moe_layers().front();
+std::vector<RecordPart> qwen3_moe_record_layout(const Qwen3MoeConfig& c) {
+  if (c.moe_layers().empty()) fail("Qwen3-MoE config: no sparse layer, so no expert record");
+  const int64_t l = c.moe_layers().front();
   const std::vector<std::string> names = qwen3_moe_expert_tensor_names(l, 0);
-  const uint64_t d = config_.base.hidden_size, I = config_.moe_intermediate_size;
+  const uint64_t d = c.base.hidden_size, I = c.moe_intermediate_size;
   const std::string prefix = cat("model.layers.", l, ".mlp.experts.0.");
   return record_parts({{names[0], DType::BF16, {I, d}}, {names[1], DType::BF16, {I, d}}, {names[2], DType::BF16, {d, I}}},
                       prefix);
 }
+
+std::vector<RecordPart> Qwen3MoeFamilyCheckpoint::record_layout() const { return qwen3_moe_record_layout(config_); }
 
 std::vector<uint8_t> Qwen3MoeFamilyCheckpoint::read_expert_record(int64_t layer, int64_t expert) const {
   return read_qwen3_moe_expert_record(config_, checkpoint_, layer, expert);

@@ -142,8 +142,19 @@ void Qwen3MoeModel::rewind(ModelSession& session, const SessionMark& mark) const
 }
 
 std::unique_ptr<ModelSession> Qwen3MoeModel::copy_at(const ModelSession& session, const SessionMark& at) const {
-  auto copy = std::make_unique<Qwen3Session>(qwen3_session(session));
-  rewind(*copy, at);
+  if (typeid(at) != typeid(SessionMark)) fail("Qwen3-MoE model: the mark belongs to another model family");
+  const Qwen3Session& s = qwen3_session(session);
+  if (at.length > s.length()) fail("Qwen3-MoE session: the mark is at ", at.length, ", past the session's ", s.length());
+  // Only the marked rows: a copy of the whole cache, truncated, would keep
+  // the longer allocation while bytes() counts only the rows held.
+  auto copy = std::make_unique<Qwen3Session>(c_.base, s.capacity());
+  copy->reserve(at.length);
+  const size_t n = static_cast<size_t>(at.length * s.kv_dim());
+  for (int64_t l = 0; l < s.layers() && n > 0; ++l) {
+    std::copy_n(s.keys(l, 0), n, copy->keys(l, 0));
+    std::copy_n(s.values(l, 0), n, copy->values(l, 0));
+  }
+  copy->commit(at.length);
   return copy;
 }
 

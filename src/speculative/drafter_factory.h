@@ -1,0 +1,45 @@
+// `--draft` specs to drafters. What a spec needs from disk (DSpark weights, a
+// draft model) is loaded once by the factory; make() gives each request its
+// own drafter (its own n-gram index, DSpark context, draft-model cache).
+//   none         plain decoding
+//   ngram        prompt lookup (spec/ngram_drafter.h)
+//   dspark:DIR   K3's DSpark drafter (spec/dspark_drafter.h)
+//   model:DIR    a small Qwen3 model with its own tokenizer (spec/model_drafter.h)
+//   replay:FILE  the oracle of benchmarks: replays FILE's token ids (a
+//                previous run's --tokens-out) after the prompt
+//   auto         the best available per request: for a chat, DSpark when
+//                `dspark_dir` is given; for a raw completion the draft model
+//                when `model_dir` is given, else DSpark; otherwise n-gram
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/loaded_model.h"
+#include "speculative/drafter.h"
+
+namespace deltafin {
+
+struct DSparkAssets;
+struct DraftModelAssets;
+
+class DrafterFactory {
+public:
+  // Errors name the spec (or directory) and what is wrong with it.
+  DrafterFactory(const std::string& spec, LoadedModel& target, const std::string& dspark_dir = "",
+                 const std::string& model_dir = "");
+  ~DrafterFactory();
+  // nullptr for plain decoding.
+  std::unique_ptr<Drafter> make(const std::vector<uint32_t>& prompt, bool chat) const;
+  // "auto (dspark for chats, model for completions, else ngram)" style, for logs.
+  std::string describe() const;
+
+private:
+  std::string spec_;
+  std::vector<uint32_t> replay_;  // replay:FILE's ids, read once (empty otherwise)
+  std::shared_ptr<const DSparkAssets> dspark_;
+  std::shared_ptr<const DraftModelAssets> model_;
+};
+
+}  // namespace deltafin
