@@ -3,7 +3,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "model/kimi_k3/describe.h"
 #include "model/kimi_k3/family_checkpoint.h"
+#include "model/qwen3_moe/describe.h"
 #include "model/qwen3_moe/family_checkpoint.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -72,6 +74,15 @@ std::unique_ptr<FamilyCheckpoint> open_family_checkpoint(const std::string& dir,
       return opener ? std::make_unique<Qwen3MoeFamilyCheckpoint>(dir, *opener)
                     : std::make_unique<Qwen3MoeFamilyCheckpoint>(dir);
     default: fail(dir, ": a ", f.what, " checkpoint has no routed experts to store; setup takes a target model");
+  }
+}
+
+void describe_checkpoint(const std::string& dir, bool verify_experts) {
+  const FamilyInfo& f = detect_checkpoint_family(dir);
+  switch (f.family) {
+    case Family::KimiK3: return describe_k3_checkpoint(dir, verify_experts);
+    case Family::Qwen3Moe: return describe_qwen3_moe_checkpoint(dir, verify_experts);
+    default: fail(dir, ": a ", f.what, " checkpoint; inspect describes target models (kimi_k3, qwen3_moe)");
   }
 }
 

@@ -41,6 +41,10 @@ class FamilyCheckpoint;
 // for setup --stream) and only config.json and the index are read from `dir`.
 std::unique_ptr<FamilyCheckpoint> open_family_checkpoint(const std::string& dir, const ShardOpener* opener = nullptr);
 
+// `deltafin inspect`: validates the checkpoint in `dir` and prints its
+// family's description (with `verify_experts`, every expert record checked).
+void describe_checkpoint(const std::string& dir, bool verify_experts);
+
 struct RecordPart;
 // The expert record layout the config.json in `dir` implies (a store's copy
 // of it, say): what stores before manifest version 4 did not record.

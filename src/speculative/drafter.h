@@ -29,7 +29,7 @@ public:
     (void)captured;
     (void)rows;
   }
-  // Target layers whose outputs this drafter reads (K3Model::set_capture_layers).
+  // Target layers whose outputs this drafter reads (CausalModel::set_capture_layers).
   virtual std::vector<int64_t> capture_layers() const { return {}; }
 };
 

@@ -8,12 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "model/kimi_k3/weights.h"
+#include "model/common/matrix.h"
+#include "model/common/spine_source.h"
 #include "store/store_manifest.h"
 
 namespace deltafin {
-
-class K3Checkpoint;
 
 // §5.2 row quantisation of a BF16 matrix: int8 data and f16 scales. Throws
 // naming `name` and the row on a non-finite value.

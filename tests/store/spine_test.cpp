@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "model/kimi_k3/tensors.h"
+#include "model/kimi_k3/weights.h"
 #include "kernels/matmul.h"
 #include "store/setup.h"
 #include "store/spine_layout.h"
