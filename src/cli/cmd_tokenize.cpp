@@ -1,5 +1,6 @@
 // `deltafin tokenize`: prints the token ids of a text under a model's
-// tokenizer, for checking the tokenizer against other implementations.
+// tokenizer (K3's tiktoken.model or a Hugging Face tokenizer.json), for
+// checking the tokenizer and the chat template against other implementations.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -8,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "tokenizer/chat_encode.h"
-#include "tokenizer/tokenizer.h"
+#include "model/common/chat_format.h"
+#include "model/registry.h"
 #include "util/error.h"
 
 namespace deltafin::cli {
@@ -21,43 +22,39 @@ struct TokenizeOptions {
   std::string text;
   bool specials = false;
   bool json = false;
-  // Chat mode (k3-model.md §9): --text becomes one user message, or --messages
-  // gives the whole conversation as a JSON array.
+  // Chat mode (the family's template: k3-model.md §9, docs/qwen3-moe.md §5):
+  // --text becomes one user message, or --messages gives the whole
+  // conversation as a JSON array.
   bool chat = false, no_thinking = false, render = false;
   std::string messages, effort = "max";
 };
 
-// The rendered conversation's ids: each segment tokenised on its own, special
-// spellings recognised only in the renderer's control segments.
-std::vector<uint32_t> encode_chat_request(const Tokenizer& tokenizer, const TokenizeOptions& o, std::string* text) {
-  nlohmann::ordered_json messages;
-  if (!o.messages.empty()) {
-    try {
-      messages = nlohmann::ordered_json::parse(o.messages);
-    } catch (const nlohmann::json::exception& e) {
-      fail("--messages: not valid JSON: ", e.what());
-    }
-  } else {
-    messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", o.text}}});
+// The conversation of --text (one user message) or --messages, rendered by
+// the family's chat template.
+nlohmann::ordered_json chat_messages(const TokenizeOptions& o) {
+  if (o.messages.empty()) return nlohmann::ordered_json::array({{{"role", "user"}, {"content", o.text}}});
+  try {
+    return nlohmann::ordered_json::parse(o.messages);
+  } catch (const nlohmann::json::exception& e) {
+    fail("--messages: not valid JSON: ", e.what());
   }
-  ChatOptions options;
-  options.thinking = !o.no_thinking;
-  options.reasoning_effort = o.effort;
-  std::vector<ChatSegment> segments = render_chat(messages, options);
-  *text = render_chat_text(segments);
-  return encode_chat_segments(tokenizer, segments);
 }
 
 int run_tokenize(const TokenizeOptions& o) {
-  Tokenizer tokenizer = Tokenizer::load(o.model_dir);
+  const std::unique_ptr<FamilyTokenizer> tokenizer = open_family_tokenizer(o.model_dir);
   std::vector<uint32_t> ids;
   if (o.chat || !o.messages.empty()) {
-    std::string rendered;
-    ids = encode_chat_request(tokenizer, o, &rendered);
-    if (o.render) std::printf("%s\n", rendered.c_str());
+    const ChatFormat* chat = tokenizer->chat();
+    if (!chat) fail("--chat: ", tokenizer->chat_missing());
+    ChatTurnOptions options;
+    options.thinking = !o.no_thinking;
+    options.reasoning_effort = o.effort;
+    const nlohmann::ordered_json messages = chat_messages(o);
+    ids = chat->render(messages, options).tokens;
+    if (o.render) std::printf("%s\n", tokenizer->render_text(messages, options).c_str());
   } else {
     if (o.text.empty() && o.messages.empty()) fail("tokenize: give --text (or --chat with --text or --messages)");
-    ids = o.specials ? tokenizer.encode_with_specials(o.text) : tokenizer.encode_ordinary(o.text);
+    ids = tokenizer->encode(o.text, o.specials);
   }
   std::string line;
   if (o.json) {
@@ -74,15 +71,15 @@ int run_tokenize(const TokenizeOptions& o) {
 Command add_tokenize(CLI::App& app) {
   auto options = std::make_shared<TokenizeOptions>();
   CLI::App* sub = app.add_subcommand("tokenize", "Print the token ids of a text under a model's tokenizer");
-  sub->add_option("--model", options->model_dir, "Model directory (holds tiktoken.model and tokenizer_config.json)")
+  sub->add_option("--model", options->model_dir, "Model directory (holds tiktoken.model and tokenizer_config.json, or tokenizer.json)")
       ->required();
   sub->add_option("--text", options->text, "Text to tokenize (UTF-8)");
   sub->add_flag("--specials", options->specials,
-                "Recognise special-token spellings such as <|open|> (default: all text is ordinary)");
+                "Recognise special-token spellings such as <|open|> or <|im_end|> (default: all text is ordinary)");
   sub->add_flag("--json", options->json, "Print a JSON array instead of space-separated ids");
-  sub->add_flag("--chat", options->chat, "Render --text as one user message with the K3 chat template");
+  sub->add_flag("--chat", options->chat, "Render --text as one user message with the model family's chat template");
   sub->add_option("--messages", options->messages, "Chat mode: the conversation as a JSON array of messages");
-  sub->add_option("--reasoning-effort", options->effort, "Chat mode: thinking effort")
+  sub->add_option("--reasoning-effort", options->effort, "Chat mode: thinking effort (K3)")
       ->check(CLI::IsMember({"low", "high", "max"}))
       ->capture_default_str();
   sub->add_flag("--no-thinking", options->no_thinking, "Chat mode: non-thinking (response) generation prompt");

@@ -5,7 +5,9 @@
 
 #include "model/kimi_k3/describe.h"
 #include "model/kimi_k3/family_checkpoint.h"
+#include "model/qwen3/qwen3_chat.h"
 #include "model/qwen3_moe/describe.h"
+#include "model/kimi_k3/chat_format.h"
 #include "model/qwen3_moe/family_checkpoint.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -84,6 +86,13 @@ void describe_checkpoint(const std::string& dir, bool verify_experts) {
     case Family::Qwen3Moe: return describe_qwen3_moe_checkpoint(dir, verify_experts);
     default: fail(dir, ": a ", f.what, " checkpoint; inspect describes target models (kimi_k3, qwen3_moe)");
   }
+}
+
+std::unique_ptr<FamilyTokenizer> open_family_tokenizer(const std::string& dir) {
+  const std::filesystem::path d(dir);
+  if (std::filesystem::exists(d / "tokenizer.json") && !std::filesystem::exists(d / "tiktoken.model"))
+    return std::make_unique<Qwen3FamilyTokenizer>((d / "tokenizer.json").string());
+  return std::make_unique<K3FamilyTokenizer>(dir);
 }
 
 std::vector<RecordPart> record_layout_of(const std::string& dir) {

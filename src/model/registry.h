@@ -45,6 +45,12 @@ std::unique_ptr<FamilyCheckpoint> open_family_checkpoint(const std::string& dir,
 // family's description (with `verify_experts`, every expert record checked).
 void describe_checkpoint(const std::string& dir, bool verify_experts);
 
+class FamilyTokenizer;
+// The tokenizer in `dir` alone (`deltafin tokenize`): a directory holding
+// tokenizer.json and no tiktoken.model is a Hugging Face tokenizer (with
+// Qwen3's chat format); otherwise K3's tiktoken.model.
+std::unique_ptr<FamilyTokenizer> open_family_tokenizer(const std::string& dir);
+
 struct RecordPart;
 // The expert record layout the config.json in `dir` implies (a store's copy
 // of it, say): what stores before manifest version 4 did not record.

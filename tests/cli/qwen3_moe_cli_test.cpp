@@ -9,7 +9,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "support/test_support.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "util/file.h"
 
 using namespace deltafin;
@@ -116,6 +119,31 @@ TEST(Qwen3MoeCli, ChatAndPromptStatesOnDiskWork) {
   ASSERT_EQ(test::run_command(base + " --tokens-out " + tmp.file("b.ids"), &second), 0) << second;
   EXPECT_NE(second.find("prompt cache: 256 of"), std::string::npos) << second;
   EXPECT_EQ(read_text_file(tmp.file("a.ids")), read_text_file(tmp.file("b.ids")));
+}
+
+// tokenize on a tokenizer.json directory: plain and special-aware encoding,
+// and --chat through Qwen3's template, equal to the template's text encoded
+// whole with its special tokens recognised (apply_chat_template's ids).
+TEST(Qwen3MoeCli, TokenizeRendersQwen3Chats) {
+  const HfTokenizer tok = HfTokenizer::load(qwen3_moe_model() + "/tokenizer.json");
+  auto ids = [](const std::string& out) {
+    std::vector<uint32_t> v;
+    for (const auto& x : nlohmann::json::parse(out)) v.push_back(x.get<uint32_t>());
+    return v;
+  };
+  const std::string base = df("tokenize --model " + qwen3_moe_model() + " --json ");
+  std::string out;
+  ASSERT_EQ(test::run_command(base + "--chat --text 'Hi there'", &out), 0) << out;
+  EXPECT_EQ(ids(out), tok.encode("<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n", true));
+  ASSERT_EQ(test::run_command(base + "--chat --no-thinking --text 'Hi there'", &out), 0) << out;
+  EXPECT_EQ(ids(out),
+            tok.encode("<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n", true));
+  ASSERT_EQ(test::run_command(base + "--specials --text '<|im_end|>'", &out), 0) << out;
+  EXPECT_EQ(out, "[317]\n");  // 320 ids: 315 BPE tokens, then <|endoftext|>, <|im_start|>, <|im_end|>, ...
+  ASSERT_EQ(test::run_command(base + "--text '<|im_end|>'", &out), 0) << out;
+  EXPECT_EQ(ids(out), tok.encode("<|im_end|>", false));
+  ASSERT_EQ(test::run_command(df("tokenize --model " + qwen3_moe_model() + " --chat --render --text hi"), &out), 0);
+  EXPECT_EQ(out.rfind("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n\n", 0), 0u) << out;
 }
 
 TEST(Qwen3MoeCli, ADenseQwen3CheckpointIsADraftModelNotATarget) {

@@ -142,7 +142,10 @@ TEST(PromptStateProcess, ARestartedServerReusesASharedPrefixFromDisk) {
   EXPECT_EQ(b["usage"]["completion_tokens"], want_b["usage"]["completion_tokens"]);
   const json health = test::http_call(second.port(), "GET", "/health").json();
   EXPECT_EQ(health["prompt_cache"]["disk"]["hits"], 1) << health.dump();
-  EXPECT_NE(second.output().find("(1024 reused, 1024 of them from disk)"), std::string::npos) << second.output();
+  // The request's log line is on the server's stderr before its answer, but
+  // the pipe is read by another thread: wait for it rather than race it.
+  EXPECT_TRUE(second.wait_for_output("(1024 reused, 1024 of them from disk)", std::chrono::milliseconds(10000)))
+      << second.output();
   std::printf("[ figure   ] restarted server: 1,130-token prompt with 1,024 positions from disk answered in %.3f s\n", warm_s);
   EXPECT_EQ(second.stop(), 0);
 }

@@ -60,4 +60,17 @@ public:
   virtual std::vector<uint32_t> end_tokens() const = 0;
 };
 
+// A family's tokenizer alone (no weights), for `deltafin tokenize`: ordinary
+// or special-aware encoding, and its chat format.
+class FamilyTokenizer {
+public:
+  virtual ~FamilyTokenizer() = default;
+  // specials: spellings of special tokens in `text` become their ids.
+  virtual std::vector<uint32_t> encode(const std::string& text, bool specials) const = 0;
+  virtual const ChatFormat* chat() const = 0;  // nullptr: chat_missing() says why
+  virtual std::string chat_missing() const { return ""; }
+  // The rendered chat as text (for display: K3's segments joined, Qwen3's ids decoded).
+  virtual std::string render_text(const nlohmann::ordered_json& messages, const ChatTurnOptions& options) const = 0;
+};
+
 }  // namespace deltafin

@@ -6,10 +6,19 @@
 
 namespace deltafin {
 
-RenderedChat K3ChatFormat::render(const nlohmann::ordered_json& messages, const ChatTurnOptions& options) const {
+namespace {
+
+ChatOptions k3_options(const ChatTurnOptions& options) {
   ChatOptions o;
   o.thinking = options.thinking;
   o.reasoning_effort = options.reasoning_effort;
+  return o;
+}
+
+}  // namespace
+
+RenderedChat K3ChatFormat::render(const nlohmann::ordered_json& messages, const ChatTurnOptions& options) const {
+  const ChatOptions o = k3_options(options);
   RenderedChat r;
   r.tokens = encode_chat_segments(tok_, render_chat(messages, o));
   r.thinking = o.thinking;  // the prompt ends with open(think), else open(response)
@@ -18,6 +27,16 @@ RenderedChat K3ChatFormat::render(const nlohmann::ordered_json& messages, const 
 
 std::unique_ptr<ChatOutput> K3ChatFormat::output(bool thinking) const {
   return std::make_unique<K3ChatOutput>(tok_, thinking);
+}
+
+K3FamilyTokenizer::K3FamilyTokenizer(const std::string& dir) : tok_(Tokenizer::load(dir)) {}
+
+std::vector<uint32_t> K3FamilyTokenizer::encode(const std::string& text, bool specials) const {
+  return specials ? tok_.encode_with_specials(text) : tok_.encode_ordinary(text);
+}
+
+std::string K3FamilyTokenizer::render_text(const nlohmann::ordered_json& messages, const ChatTurnOptions& options) const {
+  return render_chat_text(render_chat(messages, k3_options(options)));
 }
 
 }  // namespace deltafin

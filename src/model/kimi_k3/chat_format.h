@@ -19,4 +19,17 @@ private:
   const Tokenizer& tok_;
 };
 
+// K3's tiktoken.model with its chat format (FamilyTokenizer).
+class K3FamilyTokenizer final : public FamilyTokenizer {
+public:
+  explicit K3FamilyTokenizer(const std::string& dir);  // reads tiktoken.model and tokenizer_config.json
+  std::vector<uint32_t> encode(const std::string& text, bool specials) const override;
+  const ChatFormat* chat() const override { return &chat_; }
+  std::string render_text(const nlohmann::ordered_json& messages, const ChatTurnOptions& options) const override;
+
+private:
+  Tokenizer tok_;
+  K3ChatFormat chat_{tok_};
+};
+
 }  // namespace deltafin

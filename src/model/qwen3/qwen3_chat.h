@@ -64,4 +64,21 @@ private:
   Qwen3ChatTokens ids_;
 };
 
+// A Hugging Face tokenizer.json with Qwen3's chat format when it has the
+// chat tokens (FamilyTokenizer).
+class Qwen3FamilyTokenizer final : public FamilyTokenizer {
+public:
+  explicit Qwen3FamilyTokenizer(const std::string& tokenizer_json);
+  std::vector<uint32_t> encode(const std::string& text, bool specials) const override { return tok_.encode(text, specials); }
+  const ChatFormat* chat() const override { return chat_.get(); }
+  std::string chat_missing() const override { return why_; }
+  std::string render_text(const nlohmann::ordered_json& messages, const ChatTurnOptions& options) const override;
+
+private:
+  HfTokenizer tok_;
+  std::unique_ptr<TokenText> text_;
+  std::unique_ptr<Qwen3ChatFormat> chat_;
+  std::string why_;
+};
+
 }  // namespace deltafin
