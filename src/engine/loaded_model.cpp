@@ -107,11 +107,7 @@ std::optional<FetchOptions> mirror_fetch_options(const StoreManifest& man, const
 // Qwen3's chat format when the tokenizer has its chat tokens (a base model's
 // may lack <think>): chat requests are then refused, saying which is missing.
 void attach_qwen3_chat(LoadedQwen3Moe& m) {
-  std::string why;
-  if (std::optional<Qwen3ChatTokens> ids = qwen3_chat_tokens(*m.tokenizer, &why))
-    m.chat_format = std::make_unique<Qwen3ChatFormat>(*m.tokenizer, *m.text, *ids);
-  else
-    m.no_chat = m.tokenizer_json + ": " + why + ", so it cannot render a Qwen3 chat";
+  m.chat_format = make_qwen3_chat_format(*m.tokenizer, *m.text, m.tokenizer_json, &m.no_chat);
 }
 
 }  // namespace

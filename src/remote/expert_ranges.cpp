@@ -35,13 +35,7 @@ std::string ExpertRanges::path(const std::string& store_dir) { return store_dir 
 void ExpertRanges::set_layers(int64_t layers, std::vector<int64_t> moe_layers) {
   layers_ = layers;
   moe_layers_ = std::move(moe_layers);
-  slot_.assign(static_cast<size_t>(std::max<int64_t>(layers, 0)), -1);
-  for (size_t i = 0; i < moe_layers_.size(); ++i) {
-    const int64_t l = moe_layers_[i];
-    if (l < 0 || l >= layers || (i && l <= moe_layers_[i - 1]))
-      fail("remote expert ranges: MoE layer ", l, " is out of order or past the ", layers, " layers");
-    slot_[static_cast<size_t>(l)] = static_cast<int64_t>(i);
-  }
+  slot_ = moe_layer_positions(moe_layers_, layers, "remote expert ranges");
 }
 
 size_t ExpertRanges::index(int64_t layer, int64_t expert) const {

@@ -280,8 +280,6 @@ Engine::Engine(LoadedModel& model, EngineSettings settings, const std::atomic<bo
     : impl_(std::make_unique<Impl>(nullptr, model, std::move(settings), shutdown)) {}
 Engine::~Engine() = default;
 
-std::string Engine::family() const { return impl_->m->summary().family; }
-std::string Engine::describe() const { return impl_->m->describe(); }
 uint32_t Engine::vocab() const { return static_cast<uint32_t>(impl_->m->summary().vocab); }
 const TokenText& Engine::text() const { return *impl_->m->text; }
 const ChatFormat* Engine::chat() const { return impl_->m->chat(); }

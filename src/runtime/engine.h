@@ -66,8 +66,6 @@ public:
   ~Engine();
 
   // What the model is.
-  std::string family() const;       // the registry's name ("kimi_k3", "qwen3_moe")
-  std::string describe() const;     // one line: family, spine format, experts source, cache
   uint32_t vocab() const;
   const TokenText& text() const;    // ordinary text <-> ids, token bytes
   const ChatFormat* chat() const;   // nullptr: chats are refused, chat_missing() says why

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "store/store_manifest.h"
 #include "util/crc32c.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -44,12 +45,7 @@ HashJournal::HashJournal(const std::string& store_dir, int64_t layers, int64_t e
 
 HashJournal::HashJournal(const std::string& store_dir, std::vector<int64_t> moe_layers, int64_t experts, Mode mode)
     : path_(path(store_dir)), moe_layers_(std::move(moe_layers)), experts_(experts) {
-  for (size_t i = 0; i < moe_layers_.size(); ++i) {
-    const int64_t l = moe_layers_[i];
-    if (l < 0 || (i && l <= moe_layers_[i - 1])) fail(path_, ": MoE layers must be ascending and >= 0");
-    if (static_cast<size_t>(l) >= slot_of_layer_.size()) slot_of_layer_.resize(static_cast<size_t>(l) + 1, -1);
-    slot_of_layer_[static_cast<size_t>(l)] = static_cast<int64_t>(i);
-  }
+  slot_of_layer_ = moe_layer_positions(moe_layers_, moe_layers_.empty() ? 0 : moe_layers_.back() + 1, path_);
   const size_t count = moe_layers_.size() * static_cast<size_t>(experts);
   const uint64_t want = count * kSlotBytes;
   slots_.resize(count);

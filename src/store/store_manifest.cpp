@@ -193,6 +193,17 @@ std::string StoreManifest::file_on_drive(int drive, int64_t layer, int64_t exper
 
 uint64_t StoreManifest::bytes_on_drive(int drive) const { return striped() ? stripe_bytes(drive) : expert_bytes; }
 
+std::vector<int64_t> moe_layer_positions(const std::vector<int64_t>& moe_layers, int64_t layers, const std::string& where) {
+  std::vector<int64_t> position(static_cast<size_t>(std::max<int64_t>(layers, 0)), -1);
+  for (size_t i = 0; i < moe_layers.size(); ++i) {
+    const int64_t l = moe_layers[i];
+    if (l < 0 || l >= layers || (i && l <= moe_layers[i - 1]))
+      fail(where, ": MoE layer ", l, " is out of order or past the ", layers, " layers");
+    position[static_cast<size_t>(l)] = static_cast<int64_t>(i);
+  }
+  return position;
+}
+
 bool StoreManifest::is_moe_layer(int64_t layer) const {
   return std::binary_search(moe_layers.begin(), moe_layers.end(), layer);
 }

@@ -114,6 +114,12 @@ std::string stripe_relative_path(int64_t layer, int64_t expert, int stripe, int 
 
 // store_dir/store.json; every field checked, errors name the file and field.
 StoreManifest load_store_manifest(const std::string& store_dir);
+
+// For per-(MoE layer, expert) tables (the hash journal, the expert ranges):
+// [layer] -> the layer's position in `moe_layers`, -1 for a dense layer, for
+// layers 0 .. layers-1. `where` names the table in the error when
+// moe_layers is not ascending or holds a layer past `layers`.
+std::vector<int64_t> moe_layer_positions(const std::vector<int64_t>& moe_layers, int64_t layers, const std::string& where);
 void save_store_manifest(const std::string& store_dir, const StoreManifest& m);  // atomic
 
 }  // namespace deltafin

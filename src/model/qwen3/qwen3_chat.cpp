@@ -257,14 +257,19 @@ std::unique_ptr<ChatOutput> Qwen3ChatFormat::output(bool thinking) const {
   return std::make_unique<Qwen3ChatOutput>(text_, ids_);
 }
 
-Qwen3FamilyTokenizer::Qwen3FamilyTokenizer(const std::string& tokenizer_json)
-    : tok_(HfTokenizer::load(tokenizer_json)), text_(token_text(tok_)) {
-  std::string why;
-  if (std::optional<Qwen3ChatTokens> ids = qwen3_chat_tokens(tok_, &why))
-    chat_ = std::make_unique<Qwen3ChatFormat>(tok_, *text_, *ids);
-  else
-    why_ = tokenizer_json + ": " + why + ", so it cannot render a Qwen3 chat";
+std::unique_ptr<Qwen3ChatFormat> make_qwen3_chat_format(const HfTokenizer& tokenizer, const TokenText& text,
+                                                        const std::string& tokenizer_json, std::string* why) {
+  std::string missing;
+  if (std::optional<Qwen3ChatTokens> ids = qwen3_chat_tokens(tokenizer, &missing))
+    return std::make_unique<Qwen3ChatFormat>(tokenizer, text, *ids);
+  *why = tokenizer_json + ": " + missing + ", so it cannot render a Qwen3 chat";
+  return nullptr;
 }
+
+Qwen3FamilyTokenizer::Qwen3FamilyTokenizer(const std::string& tokenizer_json)
+    : tok_(HfTokenizer::load(tokenizer_json)),
+      text_(token_text(tok_)),
+      chat_(make_qwen3_chat_format(tok_, *text_, tokenizer_json, &why_)) {}
 
 std::string Qwen3FamilyTokenizer::render_text(const nlohmann::ordered_json& messages, const ChatTurnOptions& options) const {
   if (!chat_) fail(why_);

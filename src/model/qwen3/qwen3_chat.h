@@ -47,6 +47,12 @@ struct Qwen3ChatTokens {
 // missing (a base model's tokenizer without <think>, say).
 std::optional<Qwen3ChatTokens> qwen3_chat_tokens(const HfTokenizer& tokenizer, std::string* why);
 
+class Qwen3ChatFormat;
+// Qwen3's chat format over `tokenizer` (read from `tokenizer_json`), or
+// nullptr with `why` naming the file and the missing chat token.
+std::unique_ptr<Qwen3ChatFormat> make_qwen3_chat_format(const HfTokenizer& tokenizer, const TokenText& text,
+                                                        const std::string& tokenizer_json, std::string* why);
+
 class Qwen3ChatFormat final : public ChatFormat {
 public:
   // Keeps references; `text` is a view of `tokenizer`.
@@ -77,8 +83,8 @@ public:
 private:
   HfTokenizer tok_;
   std::unique_ptr<TokenText> text_;
+  std::string why_;  // before chat_: its constructor fills it
   std::unique_ptr<Qwen3ChatFormat> chat_;
-  std::string why_;
 };
 
 }  // namespace deltafin

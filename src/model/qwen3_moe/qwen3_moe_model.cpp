@@ -127,6 +127,17 @@ ModelSummary qwen3_moe_summary(const Qwen3MoeConfig& c) {
   return m;
 }
 
+namespace {
+
+// Marks of this family are plain lengths; another family's carries state
+// this one cannot restore. Also refuses a mark past the session's length.
+void check_mark(const SessionMark& mark, const Qwen3Session& s) {
+  if (typeid(mark) != typeid(SessionMark)) fail("Qwen3-MoE model: the mark belongs to another model family");
+  if (mark.length > s.length()) fail("Qwen3-MoE session: the mark is at ", mark.length, ", past the session's ", s.length());
+}
+
+}  // namespace
+
 std::unique_ptr<ModelSession> Qwen3MoeModel::new_session() const { return std::make_unique<Qwen3Session>(c_.base); }
 
 std::shared_ptr<SessionMark> Qwen3MoeModel::mark(const ModelSession& session) const {
@@ -136,15 +147,14 @@ std::shared_ptr<SessionMark> Qwen3MoeModel::mark(const ModelSession& session) co
 }
 
 void Qwen3MoeModel::rewind(ModelSession& session, const SessionMark& mark) const {
-  // Marks of this family are plain lengths; another family's carries state this one cannot restore.
-  if (typeid(mark) != typeid(SessionMark)) fail("Qwen3-MoE model: the mark belongs to another model family");
-  qwen3_session(session).truncate(mark.length);  // refuses a mark past the session's length
+  Qwen3Session& s = qwen3_session(session);
+  check_mark(mark, s);
+  s.truncate(mark.length);
 }
 
 std::unique_ptr<ModelSession> Qwen3MoeModel::copy_at(const ModelSession& session, const SessionMark& at) const {
-  if (typeid(at) != typeid(SessionMark)) fail("Qwen3-MoE model: the mark belongs to another model family");
   const Qwen3Session& s = qwen3_session(session);
-  if (at.length > s.length()) fail("Qwen3-MoE session: the mark is at ", at.length, ", past the session's ", s.length());
+  check_mark(at, s);
   // Only the marked rows: a copy of the whole cache, truncated, would keep
   // the longer allocation while bytes() counts only the rows held.
   auto copy = std::make_unique<Qwen3Session>(c_.base, s.capacity());
@@ -165,9 +175,8 @@ uint64_t Qwen3MoeModel::state_values(int64_t length) const {
 
 void Qwen3MoeModel::for_each_state_part(const ModelSession& session, const SessionMark& at,
                                         const StatePartFn& part) const {
-  if (typeid(at) != typeid(SessionMark)) fail("Qwen3-MoE model: the mark belongs to another model family");
   const Qwen3Session& s = qwen3_session(session);
-  if (at.length > s.length()) fail("Qwen3-MoE session state: the mark is at ", at.length, ", past the session's ", s.length());
+  check_mark(at, s);
   const size_t n = static_cast<size_t>(at.length * s.kv_dim());
   for (int64_t l = 0; l < s.layers(); ++l) {
     part(s.keys(l, 0), n);
