@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/loaded_model.h"
+#include "model/kimi_k3/load/loaded_k3.h"
 #include <nlohmann/json.hpp>
 
 #include "model/kimi_k3/generator.h"

@@ -13,7 +13,7 @@
 #include "engine/prompt_disk_cache.h"
 #include "cli/model_options.h"
 #include "engine/run_stats.h"
-#include "speculative/drafter_factory.h"
+#include "model/loaders/drafter_factory.h"
 #include "speculative/speculative_generate.h"
 #include "tokenizer/stream_decoder.h"
 #include "util/error.h"

@@ -1,5 +1,6 @@
 #include "cli/model_options.h"
 
+#include "model/loaders/family_loaders.h"
 #include "util/error.h"
 
 namespace deltafin::cli {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "io/expert_reader.h"
-#include "model/kimi_k3/lookahead.h"
+#include "model/common/route_lookahead.h"
 
 namespace deltafin {
 

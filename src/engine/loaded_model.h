@@ -3,9 +3,10 @@
 // (model/common/causal_model.h). Two ways in: a Hugging Face checkpoint
 // directory with every expert read into RAM (resident, the reference), or a
 // deltafin store whose experts stream from its drives. LoadedModel holds
-// what every family has; LoadedK3 and LoadedQwen3Moe add their own config,
-// weights and model. load_resident() picks the family from config.json
-// through the registry (model/registry.h).
+// what every family has; each family's loader (src/model/<family>/load/)
+// adds its own config, weights and model in a derived struct, and the
+// registry's loaders (model/loaders/family_loaders.h) pick the family from
+// config.json or store.json.
 #pragma once
 
 #include <memory>
@@ -15,20 +16,12 @@
 #include "engine/engine_options.h"
 #include "engine/memory_plan.h"
 #include "engine/streaming_source.h"
-#include "model/kimi_k3/checkpoint.h"
 #include "model/common/causal_model.h"
 #include "model/common/chat_format.h"
-#include "model/kimi_k3/chat_format.h"
-#include "model/kimi_k3/lookahead.h"
-#include "model/kimi_k3/model.h"
-#include "model/qwen3/qwen3_chat.h"
-#include "model/qwen3_moe/qwen3_moe_model.h"
 #include "model/registry.h"
 #include "store/heat.h"
 #include "store/store_manifest.h"
-#include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/token_text.h"
-#include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
 
 namespace deltafin {
@@ -63,11 +56,15 @@ struct LoadedModel {
 
   virtual CausalModel& causal() = 0;
   const ModelSummary& summary() { return causal().summary(); }
-  virtual const RouteLookahead* route_lookahead() const { return nullptr; }
+  virtual const RouteLookaheadReport* route_lookahead() const { return nullptr; }
   // The family's chat format (template and answer parser); nullptr, with
   // chat_missing() saying why, when the tokenizer cannot hold a chat.
   virtual const ChatFormat* chat() const = 0;
   virtual std::string chat_missing() const { return ""; }
+  // The Hugging Face tokenizer.json the family's tokenizer was read from
+  // (nullptr for a family with another tokenizer format): a draft model
+  // whose file is byte-for-byte this one drafts token ids, not text.
+  virtual const std::string* hf_tokenizer_file() const { return nullptr; }
 
   // Writes the heat histogram back to the store (atomically), if streaming.
   void save_heat();
@@ -75,43 +72,5 @@ struct LoadedModel {
   // (with the int8-row warning), experts source, cache, lookahead, I/O engine.
   std::string describe() const;
 };
-
-struct LoadedK3 final : LoadedModel {
-  K3Config config;
-  K3Weights weights;
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<RouteLookahead> lookahead;
-  std::unique_ptr<K3Model> model;
-  std::unique_ptr<K3ChatFormat> chat_format;
-  CausalModel& causal() override { return *model; }
-  const RouteLookahead* route_lookahead() const override { return lookahead.get(); }
-  const ChatFormat* chat() const override { return chat_format.get(); }
-};
-
-struct LoadedQwen3Moe final : LoadedModel {
-  Qwen3MoeConfig config;
-  Qwen3MoeWeights weights;
-  std::unique_ptr<HfTokenizer> tokenizer;
-  std::string tokenizer_json;  // the file it was read from
-  std::unique_ptr<Qwen3MoeModel> model;
-  std::unique_ptr<Qwen3ChatFormat> chat_format;
-  std::string no_chat;  // why chat_format is null
-  CausalModel& causal() override { return *model; }
-  const ChatFormat* chat() const override { return chat_format.get(); }
-  std::string chat_missing() const override { return no_chat; }
-};
-
-std::unique_ptr<LoadedK3> load_k3_resident(const std::string& dir, int threads);
-std::unique_ptr<LoadedK3> load_k3_store(const std::string& store_dir, const EngineOptions& options);
-std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_resident(const std::string& dir, int threads);
-std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_store(const std::string& store_dir, const EngineOptions& options);
-// The family store.json names.
-std::unique_ptr<LoadedModel> load_store(const std::string& store_dir, const EngineOptions& options);
-// The family config.json names (a target family; draft-only ones are refused).
-std::unique_ptr<LoadedModel> load_resident(const std::string& dir, int threads);
-
-// The K3 model behind `m`, for what only K3 has yet (DSpark, prompt states
-// on disk, the server): an error naming `what` and the family otherwise.
-LoadedK3& require_k3(LoadedModel& m, const std::string& what);
 
 }  // namespace deltafin

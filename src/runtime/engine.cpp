@@ -10,7 +10,7 @@
 #include "engine/prefill.h"
 #include "engine/prompt_cache.h"
 #include "engine/prompt_disk_cache.h"
-#include "speculative/drafter_factory.h"
+#include "model/loaders/drafter_factory.h"
 #include "speculative/speculative_generate.h"
 #include "util/error.h"
 

@@ -13,7 +13,8 @@
 
 #include "engine/generate.h"
 #include "speculative/speculative_generate.h"
-#include "engine/loaded_model.h"
+#include "model/kimi_k3/load/loaded_k3.h"
+#include "model/loaders/family_loaders.h"
 #include "engine/prefill.h"
 #include "engine/run_stats.h"
 #include "model/kimi_k3/generator.h"

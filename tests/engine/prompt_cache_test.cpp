@@ -10,7 +10,8 @@
 #include <memory>
 #include <vector>
 
-#include "engine/loaded_model.h"
+#include "model/kimi_k3/load/loaded_k3.h"
+#include "model/qwen3_moe/load/loaded_qwen3_moe.h"
 #include "support/family_model.h"
 #include "support/test_support.h"
 

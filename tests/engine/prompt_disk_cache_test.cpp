@@ -17,7 +17,8 @@
 #include <functional>
 #include <thread>
 
-#include "engine/loaded_model.h"
+#include "model/kimi_k3/load/loaded_k3.h"
+#include "model/qwen3_moe/load/loaded_qwen3_moe.h"
 #include "engine/prefill.h"
 #include "model/common/greedy.h"
 #include "model/kimi_k3/session_file.h"

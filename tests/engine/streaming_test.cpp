@@ -12,7 +12,8 @@
 #include <map>
 #include <memory>
 
-#include "engine/loaded_model.h"
+#include "model/kimi_k3/load/loaded_k3.h"
+#include "model/loaders/family_loaders.h"
 #include "io/aligned_buffer.h"
 #include "model/kimi_k3/generator.h"
 #include "model/qwen3_moe/qwen3_moe_generator.h"

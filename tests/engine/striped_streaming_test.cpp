@@ -18,7 +18,7 @@
 #include <set>
 #include <string>
 
-#include "engine/loaded_model.h"
+#include "model/kimi_k3/load/loaded_k3.h"
 #include "engine/streaming_source.h"
 #include "model/kimi_k3/checkpoint.h"
 #include "io/aligned_buffer.h"

@@ -9,7 +9,7 @@
 #include <map>
 #include <memory>
 
-#include "engine/loaded_model.h"
+#include "model/kimi_k3/load/loaded_k3.h"
 #include "kernels/isa.h"
 #include "model/kimi_k3/generator.h"
 #include "model/reference_k3.h"

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <set>
 
-#include "engine/loaded_model.h"
+#include "model/kimi_k3/load/loaded_k3.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/kimi_k3/generator.h"

@@ -21,7 +21,7 @@
 
 #include "engine/generate.h"
 #include "speculative/speculative_generate.h"
-#include "engine/loaded_model.h"
+#include "model/kimi_k3/load/loaded_k3.h"
 #include "model/kimi_k3/generator.h"
 #include "runtime/engine.h"
 #include "server/http_test_client.h"

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "engine/loaded_model.h"
+#include "model/kimi_k3/load/loaded_k3.h"
 
 namespace deltafin::test {
 

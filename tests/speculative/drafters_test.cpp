@@ -9,15 +9,16 @@
 
 #include <filesystem>
 
-#include "engine/loaded_model.h"
+#include "model/kimi_k3/load/loaded_k3.h"
 #include "model/kimi_k3/generator.h"
 #include "model/qwen3/qwen3_generator.h"
-#include "speculative/drafter_factory.h"
-#include "speculative/dspark_drafter.h"
+#include "model/loaders/drafter_factory.h"
+#include "model/k3_dspark/drafter/dspark_drafter.h"
 #include "model/k3_dspark/generator.h"
-#include "speculative/model_drafter.h"
+#include "model/qwen3/drafter/model_drafter.h"
 #include "speculative/speculative_generate.h"
 #include "speculative/plain_decode.h"
+#include "support/family_model.h"
 #include "support/session_compare.h"
 #include "support/test_support.h"
 
@@ -122,7 +123,7 @@ TEST(DSparkDrafter, ProposesWhatADSparkModelFedTheSameRowsProposes) {
 
 TEST(ModelDrafter, SpeculationWithAQwen3DraftModelKeepsPlainOutput) {
   Models& ms = models();
-  auto assets = DraftModelAssets::load(ms.qwen, *ms.target->tokenizer, nullptr);
+  auto assets = DraftModelAssets::load(ms.qwen, *ms.target->text, nullptr);
   const std::vector<uint32_t> prompt = ms.target->tokenizer->encode_ordinary("the quick brown fox jumps over the lazy dog");
   ModelDrafter d(assets);
   SpecStats ss = expect_plain_output(d, prompt, 24, 4);
@@ -150,4 +151,13 @@ TEST(DrafterFactory, SpecsAreCheckedAndAutoPicksTheBestGiven) {
   EXPECT_EQ(both.describe(), "auto (chats: dspark, completions: model)");
   DrafterFactory dspark_only("auto", m, ms.dspark);
   EXPECT_EQ(dspark_only.make({1}, false)->name(), "dspark");
+}
+
+// DSpark drafts from K3's hidden states: the factory refuses it for a target
+// of another family, naming the flag and the family, before reading DIR.
+TEST(DrafterFactory, DSparkIsRefusedForATargetOfAnotherFamily) {
+  LoadedModel& qwen3_moe = test::shared_family_model("qwen3_moe", 3);
+  EXPECT_FAILS_WITH(DrafterFactory("dspark:/nonexistent/dspark", qwen3_moe),
+                    "--draft dspark:DIR is not available for Qwen3-MoE (GQA, BF16 experts) models (only Kimi K3 has it)");
+  EXPECT_FAILS_WITH(DrafterFactory("auto", qwen3_moe, "/nonexistent/dspark"), "--draft dspark:DIR is not available for Qwen3-MoE");
 }

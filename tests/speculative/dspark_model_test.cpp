@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "engine/loaded_model.h"
+#include "model/kimi_k3/load/loaded_k3.h"
 #include "format/checkpoint.h"
 #include "format/safetensors_writer.h"
 #include "model/kimi_k3/generator.h"

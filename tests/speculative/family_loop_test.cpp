@@ -10,7 +10,8 @@
 #include <atomic>
 #include <cstring>
 
-#include "engine/loaded_model.h"
+#include "model/kimi_k3/load/loaded_k3.h"
+#include "model/qwen3_moe/load/loaded_qwen3_moe.h"
 #include "engine/prefill.h"
 #include "model/common/greedy.h"
 #include "model/kimi_k3/generator.h"

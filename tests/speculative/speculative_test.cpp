@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <set>
 
-#include "engine/loaded_model.h"
+#include "model/kimi_k3/load/loaded_k3.h"
 #include "engine/run_stats.h"
 #include "model/kimi_k3/generator.h"
 #include "speculative/ngram_drafter.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <utility>
 
-#include "engine/loaded_model.h"
+#include "model/loaders/family_loaders.h"
 #include "model/kimi_k3/generator.h"
 #include "model/kimi_k3/presets.h"
 #include "model/qwen3_moe/qwen3_moe_generator.h"

@@ -25,22 +25,6 @@ double overlap(const std::vector<int64_t>& a, const std::set<int64_t>& actual) {
 }
 }  // namespace
 
-const char* lookahead_mode_name(LookaheadMode m) {
-  switch (m) {
-    case LookaheadMode::Off: return "off";
-    case LookaheadMode::On: return "on";
-    case LookaheadMode::Auto: return "auto";
-  }
-  return "?";
-}
-
-LookaheadMode parse_lookahead_mode(const std::string& s) {
-  if (s == "off") return LookaheadMode::Off;
-  if (s == "on") return LookaheadMode::On;
-  if (s == "auto") return LookaheadMode::Auto;
-  fail("--lookahead: '", s, "' is not one of on, off, auto");
-}
-
 RouteLookahead::RouteLookahead(const K3Config& c, const K3Weights& w, LookaheadMode mode, ThreadPool* pool)
     : c_(c), w_(w), mode_(mode), pool_(pool) {
   const size_t L = static_cast<size_t>(c.num_hidden_layers);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/common/route_lookahead.h"
 #include "model/kimi_k3/weights.h"
 
 namespace deltafin {
@@ -18,27 +19,11 @@ struct Route;
 struct Rows;
 class ThreadPool;
 
-// off: no lookahead reads. on: always prefetch the prediction. auto (default):
-// the §11 gate — per layer the better of PILOT and previous-token (by an EMA
-// of recall, after 16 samples) is used, and reads stop while its EMA < 0.10.
-enum class LookaheadMode { Off, On, Auto };
-const char* lookahead_mode_name(LookaheadMode m);
-LookaheadMode parse_lookahead_mode(const std::string& s);  // else a named error
-
-struct LookaheadCounters {
-  uint64_t predicted_layers = 0;   // layers with a PILOT prediction scored
-  uint64_t pilot_hits = 0;         // |PILOT ∩ actual| summed
-  uint64_t actual = 0;             // |actual| summed over those layers
-  uint64_t issued_layers = 0;      // layers whose prediction was prefetched
-  uint64_t issued_experts = 0, issued_hits = 0;  // prefetched experts, and those the layer then used
-  uint64_t suppressed_layers = 0;  // layers the gate kept quiet
-};
-
-class RouteLookahead {
+class RouteLookahead final : public RouteLookaheadReport {
 public:
   RouteLookahead(const K3Config& config, const K3Weights& weights, LookaheadMode mode, ThreadPool* pool);
 
-  LookaheadMode mode() const { return mode_; }
+  LookaheadMode mode() const override { return mode_; }
   // The experts to prefetch for MoE layer `next` given layer next-1's x_mlp
   // rows (one row: most confident first; several: ascending ids; empty when
   // the gate says not to). Also remembers the PILOT prediction for scoring.
@@ -48,9 +33,9 @@ public:
   // The real routes of `layer` for this pass: scores both predictors, feeds the gates.
   void observe(int64_t layer, const std::vector<Route>& routes);
 
-  const LookaheadCounters& counters() const { return counters_; }
+  const LookaheadCounters& counters() const override { return counters_; }
   // Per layer: PILOT and previous-token recall EMAs, samples, whether suppressed now.
-  std::string describe_gates() const;
+  std::string describe_gates() const override;
 
 private:
   struct Gate {

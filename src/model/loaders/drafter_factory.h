@@ -2,9 +2,9 @@
 // draft model) is loaded once by the factory; make() gives each request its
 // own drafter (its own n-gram index, DSpark context, draft-model cache).
 //   none         plain decoding
-//   ngram        prompt lookup (spec/ngram_drafter.h)
-//   dspark:DIR   K3's DSpark drafter (spec/dspark_drafter.h)
-//   model:DIR    a small Qwen3 model with its own tokenizer (spec/model_drafter.h)
+//   ngram        prompt lookup (speculative/ngram_drafter.h)
+//   dspark:DIR   K3's DSpark drafter (model/k3_dspark/drafter/dspark_drafter.h)
+//   model:DIR    a small Qwen3 model with its own tokenizer (model/qwen3/drafter/model_drafter.h)
 //   replay:FILE  the oracle of benchmarks: replays FILE's token ids (a
 //                previous run's --tokens-out) after the prompt
 //   auto         the best available per request: for a chat, DSpark when

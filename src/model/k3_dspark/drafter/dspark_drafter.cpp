@@ -1,4 +1,4 @@
-#include "speculative/dspark_drafter.h"
+#include "model/k3_dspark/drafter/dspark_drafter.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -7,7 +7,8 @@
 
 namespace deltafin {
 
-std::shared_ptr<const DSparkAssets> DSparkAssets::load(const std::string& dir, const LoadedK3& target) {
+std::shared_ptr<const DSparkAssets> DSparkAssets::load(const std::string& dir, LoadedModel& target_model) {
+  const LoadedK3& target = require_k3(target_model, "--draft dspark:DIR");
   auto a = std::make_shared<DSparkAssets>();
   const std::string config_path = (std::filesystem::path(dir) / "config.json").string();
   a->config = read_dspark_config(config_path);

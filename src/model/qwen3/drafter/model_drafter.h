@@ -21,7 +21,7 @@
 #include "model/qwen3/qwen3_model.h"
 #include "speculative/drafter.h"
 #include "tokenizer/hf_tokenizer.h"
-#include "tokenizer/tokenizer.h"
+#include "tokenizer/token_text.h"
 
 namespace deltafin {
 
@@ -29,11 +29,11 @@ struct DraftModelAssets {
   Qwen3Config config;
   Qwen3Weights weights;
   std::unique_ptr<const HfTokenizer> tokenizer;
-  const Tokenizer* target_tokenizer = nullptr;  // null: token-level drafting (same tokenizer)
+  const TokenText* target_tokenizer = nullptr;  // null: token-level drafting (same tokenizer)
   uint32_t target_vocab = 0;                    // token-level: drafts stop before an id the target has no row for
   ThreadPool* pool = nullptr;
   // DIR/config.json, DIR's safetensors and DIR/tokenizer.json.
-  static std::shared_ptr<const DraftModelAssets> load(const std::string& dir, const Tokenizer& target, ThreadPool* pool);
+  static std::shared_ptr<const DraftModelAssets> load(const std::string& dir, const TokenText& target, ThreadPool* pool);
   // Token-level: DIR/tokenizer.json must equal `target_tokenizer_json` (a file) byte for byte.
   static std::shared_ptr<const DraftModelAssets> load_same_vocabulary(const std::string& dir,
                                                                       const std::string& target_tokenizer_json,

@@ -1,10 +1,10 @@
-#include "speculative/drafter_factory.h"
+#include "model/loaders/drafter_factory.h"
 
 #include <cctype>
 #include <filesystem>
 
-#include "speculative/dspark_drafter.h"
-#include "speculative/model_drafter.h"
+#include "model/k3_dspark/drafter/dspark_drafter.h"
+#include "model/qwen3/drafter/model_drafter.h"
 #include "speculative/ngram_drafter.h"
 #include "speculative/replay_drafter.h"
 #include "util/error.h"
@@ -63,13 +63,15 @@ DrafterFactory::DrafterFactory(const std::string& spec, LoadedModel& target, con
              !starts_with(spec, "model:")) {
     fail("--draft ", spec, ": unknown drafter (none, ngram, dspark:DIR, model:DIR, replay:FILE, auto)");
   }
-  if (!dspark.empty()) dspark_ = DSparkAssets::load(dspark, require_k3(target, "--draft dspark:DIR"));
+  if (!dspark.empty()) dspark_ = DSparkAssets::load(dspark, target);
   if (!model.empty()) {
-    if (auto* q = dynamic_cast<LoadedQwen3Moe*>(&target))
-      model_ = DraftModelAssets::load_same_vocabulary(model, q->tokenizer_json,
+    // A target with a Hugging Face tokenizer drafts token ids and needs the
+    // draft model's tokenizer.json to be its own; any other drafts through text.
+    if (const std::string* tokenizer_json = target.hf_tokenizer_file())
+      model_ = DraftModelAssets::load_same_vocabulary(model, *tokenizer_json,
                                                       static_cast<uint32_t>(target.summary().vocab), target.pool.get());
     else
-      model_ = DraftModelAssets::load(model, *require_k3(target, "--draft model:DIR").tokenizer, target.pool.get());
+      model_ = DraftModelAssets::load(model, *target.text, target.pool.get());
   }
 }
 

@@ -12,9 +12,9 @@
 #include <memory>
 #include <string>
 
-#include "engine/loaded_model.h"
-#include "speculative/drafter.h"
 #include "model/k3_dspark/model.h"
+#include "model/kimi_k3/load/loaded_k3.h"
+#include "speculative/drafter.h"
 
 namespace deltafin {
 
@@ -22,8 +22,9 @@ struct DSparkAssets {
   DSparkConfig config;
   DSparkWeights weights;
   const LoadedK3* target = nullptr;
-  // Reads DIR/config.json and DIR's safetensors, checked against the target.
-  static std::shared_ptr<const DSparkAssets> load(const std::string& dir, const LoadedK3& target);
+  // Reads DIR/config.json and DIR's safetensors, checked against the target
+  // (a Kimi K3 model: an error names the family otherwise).
+  static std::shared_ptr<const DSparkAssets> load(const std::string& dir, LoadedModel& target);
 };
 
 class DSparkDrafter : public Drafter {

@@ -1,4 +1,4 @@
-#include "speculative/model_drafter.h"
+#include "model/qwen3/drafter/model_drafter.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -18,9 +18,15 @@ std::string as_text(std::string_view bytes) {
   return utf8_replace_invalid(bytes.substr(0, bytes.size() - utf8_incomplete_tail(bytes)));
 }
 
+std::string decode_bytes(const TokenText& text, const std::vector<uint32_t>& ids) {
+  std::string out;
+  for (uint32_t id : ids) out += text.token_bytes(id);
+  return out;
+}
+
 }  // namespace
 
-std::shared_ptr<const DraftModelAssets> DraftModelAssets::load(const std::string& dir, const Tokenizer& target,
+std::shared_ptr<const DraftModelAssets> DraftModelAssets::load(const std::string& dir, const TokenText& target,
                                                                ThreadPool* pool) {
   auto a = std::make_shared<DraftModelAssets>();
   const std::filesystem::path d(dir);
@@ -70,7 +76,7 @@ std::vector<uint32_t> ModelDrafter::propose(std::span<const uint32_t> history, i
       if (id >= V) return {};  // an id past the draft model's embedding (a padded target vocabulary)
     q = window;
   } else {
-    const std::string text = as_text(assets_->target_tokenizer->decode_bytes(window));
+    const std::string text = as_text(decode_bytes(*assets_->target_tokenizer, window));
     if (text.empty()) return {};
     q = assets_->tokenizer->encode(text, false);
   }
@@ -112,7 +118,7 @@ std::vector<uint32_t> ModelDrafter::propose(std::span<const uint32_t> history, i
     return {};  // a drafted id outside the tokenizer (padding rows of the embedding)
   }
   std::vector<uint32_t> out = assets_->target_tokenizer->encode_ordinary(as_text(draft_text));
-  // The last K3 token may be cut short by where the draft stopped: drop it.
+  // The last target token may be cut short by where the draft stopped: drop it.
   if (out.size() > 1) out.pop_back();
   if (out.size() > static_cast<size_t>(k)) out.resize(static_cast<size_t>(k));
   return out;
