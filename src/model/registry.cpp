@@ -3,7 +3,11 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "model/k3_dspark/generator.h"
 #include "model/kimi_k3/describe.h"
+#include "model/kimi_k3/generator.h"
+#include "model/qwen3/qwen3_generator.h"
+#include "model/qwen3_moe/qwen3_moe_generator.h"
 #include "model/kimi_k3/family_checkpoint.h"
 #include "model/qwen3/qwen3_chat.h"
 #include "model/qwen3_moe/describe.h"
@@ -103,6 +107,25 @@ std::vector<RecordPart> record_layout_of(const std::string& dir) {
     case Family::Qwen3Moe: return qwen3_moe_record_layout(read_qwen3_moe_config(config));
     default: fail(dir, ": a ", f.what, " has no routed experts");
   }
+}
+
+const FamilyInfo& family_by_arch(const std::string& arch) {
+  for (const FamilyInfo& f : model_families())
+    if (arch == f.name || (arch == "k3" && f.family == Family::KimiK3)) return f;
+  std::string names;
+  for (const FamilyInfo& f : model_families()) names += cat(names.empty() ? "" : ", ", f.name);
+  fail("make-model --arch ", arch, ": not a model family (", names, ", or k3 for kimi_k3)");
+}
+
+std::string make_family_checkpoint(const FamilyInfo& f, const MakeCheckpointRequest& r) {
+  if (f.family != Family::K3DSpark && !r.target.empty()) fail("make-model: --target applies only to --arch k3_dspark");
+  switch (f.family) {
+    case Family::KimiK3: return make_k3_checkpoint(r);
+    case Family::Qwen3Moe: return make_qwen3_moe_checkpoint(r);
+    case Family::Qwen3Dense: return make_qwen3_checkpoint(r);
+    case Family::K3DSpark: return make_dspark_checkpoint(r);
+  }
+  fail("make-model: no checkpoint maker for ", f.name);
 }
 
 }  // namespace deltafin

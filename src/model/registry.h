@@ -12,6 +12,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "format/byte_source.h"
+#include "model/common/make_checkpoint.h"
 
 namespace deltafin {
 
@@ -55,5 +56,13 @@ struct RecordPart;
 // The expert record layout the config.json in `dir` implies (a store's copy
 // of it, say): what stores before manifest version 4 did not record.
 std::vector<RecordPart> record_layout_of(const std::string& dir);
+
+// `make-model --arch NAME`: a family by its registry name ("k3" is kept
+// as another name for kimi_k3); an error listing the names otherwise.
+const FamilyInfo& family_by_arch(const std::string& arch);
+// Writes a small checkpoint of `family` in its real Hugging Face layout with
+// random weights (the family's maker checks which options apply); returns
+// the lines `make-model` prints.
+std::string make_family_checkpoint(const FamilyInfo& family, const MakeCheckpointRequest& request);
 
 }  // namespace deltafin

@@ -155,7 +155,7 @@ TEST(Generator, RefusesToOverwriteWithoutForce) {
 }
 
 TEST(Generator, OverridesAndBenchExpertSize) {
-  K3Dims d = apply_overrides(preset_dims("bench"), K3DimOverrides{.hidden = {}, .layers = 3, .experts = 4, .top_k = 2, .vocab = {}, .latent = {}, .moe_intermediate = {}, .intermediate = {}});
+  K3Dims d = apply_overrides(preset_dims("bench"), DimOverrides{.hidden = {}, .layers = 3, .experts = 4, .top_k = 2, .vocab = {}, .latent = {}, .moe_intermediate = {}, .intermediate = {}});
   nlohmann::json j = k3_config_json(d);
   K3Config c = parse_k3_config(j, "bench config");
   EXPECT_EQ(k3_expert_record_bytes(c), 17547264u);  // the real K3 record size
@@ -169,5 +169,5 @@ TEST(Generator, OverridesAndBenchExpertSize) {
       EXPECT_TRUE(i % 4 == 3 || i == 92) << i;
     }
   EXPECT_EQ(mla, 24);
-  EXPECT_THROW(apply_overrides(preset_dims("tiny"), K3DimOverrides{.hidden = {}, .layers = {}, .experts = 2, .top_k = {}, .vocab = {}, .latent = {}, .moe_intermediate = {}, .intermediate = {}}), Error);  // top-4 > 2 experts
+  EXPECT_THROW(apply_overrides(preset_dims("tiny"), DimOverrides{.hidden = {}, .layers = {}, .experts = 2, .top_k = {}, .vocab = {}, .latent = {}, .moe_intermediate = {}, .intermediate = {}}), Error);  // top-4 > 2 experts
 }

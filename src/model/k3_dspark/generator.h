@@ -11,6 +11,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "model/common/make_checkpoint.h"
 #include "model/kimi_k3/config.h"
 #include "model/k3_dspark/config.h"
 
@@ -44,5 +45,10 @@ struct DSparkGenerateOptions {
 // drafter to out_dir and returns its config (as the runtime parses it).
 DSparkConfig generate_dspark_checkpoint(const std::string& target_dir, const std::string& out_dir, uint64_t seed,
                                         const DSparkGenerateOptions& options = {});
+
+// `deltafin make-model --arch k3_dspark`: a DSpark drafter for the K3
+// checkpoint in request.target (its dimensions come from there; only
+// --layers, DSpark layers 1..5, applies); returns the lines to print.
+std::string make_dspark_checkpoint(const MakeCheckpointRequest& request);
 
 }  // namespace deltafin

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "model/common/make_checkpoint.h"
 #include "model/kimi_k3/config.h"
 #include "model/kimi_k3/presets.h"
 
@@ -37,5 +38,10 @@ GenerateResult generate_k3_checkpoint(const GenerateOptions& options);
 
 // The config.json the generator writes for these dimensions (every field of §2).
 nlohmann::json k3_config_json(const K3Dims& d);
+
+// `deltafin make-model --arch kimi_k3`: the preset with every override
+// applied; returns the lines to print (what was written, and that the
+// weights are random).
+std::string make_k3_checkpoint(const MakeCheckpointRequest& request);
 
 }  // namespace deltafin

@@ -42,7 +42,7 @@ K3Dims preset_dims(const std::string& name) {
   return d;
 }
 
-K3Dims apply_overrides(K3Dims d, const K3DimOverrides& o) {
+K3Dims apply_overrides(K3Dims d, const DimOverrides& o) {
   if (o.hidden) d.hidden = *o.hidden;
   if (o.layers) d.layers = *o.layers;
   if (o.experts) d.experts = *o.experts;

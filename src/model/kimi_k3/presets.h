@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "model/common/make_checkpoint.h"
+
 namespace deltafin {
 
 struct K3Dims {
@@ -23,10 +25,7 @@ struct K3Dims {
 K3Dims preset_dims(const std::string& name);
 
 // Overrides from the command line (any unset field keeps the preset's value).
-struct K3DimOverrides {
-  std::optional<int64_t> hidden, layers, experts, top_k, vocab, latent, moe_intermediate, intermediate;
-};
-K3Dims apply_overrides(K3Dims d, const K3DimOverrides& o);
+K3Dims apply_overrides(K3Dims d, const DimOverrides& o);
 
 // Every 4th layer (1-based) plus the last one, as in K3.
 std::vector<int64_t> default_full_attn_layers(int64_t layers);

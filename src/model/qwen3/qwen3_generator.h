@@ -15,6 +15,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "format/safetensors_writer.h"
+#include "model/common/make_checkpoint.h"
 #include "model/qwen3/qwen3_config.h"
 
 namespace deltafin {
@@ -74,5 +75,10 @@ nlohmann::json qwen3_tokenizer_json(const std::vector<std::string>& tokens);
 
 // Qwen2/Qwen3's pre-tokenizer regex, as tokenizer.json writes it.
 extern const char* const kQwen3Pattern;
+
+// `deltafin make-model --arch qwen3`: a small dense draft model (--draft
+// model:DIR); only --hidden, --layers, --vocab and --intermediate apply.
+// Returns the lines to print.
+std::string make_qwen3_checkpoint(const MakeCheckpointRequest& request);
 
 }  // namespace deltafin

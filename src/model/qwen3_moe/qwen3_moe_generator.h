@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "model/common/make_checkpoint.h"
 #include "model/qwen3_moe/qwen3_moe_config.h"
 
 namespace deltafin {
@@ -52,5 +53,10 @@ struct Qwen3MoeGenerateResult {
 };
 
 Qwen3MoeGenerateResult generate_qwen3_moe_checkpoint(const Qwen3MoeGenerateOptions& options);
+
+// `deltafin make-model --arch qwen3_moe`: the preset (tiny, small, bench)
+// with --hidden, --layers, --experts, --top-k, --vocab, --moe-intermediate
+// and --intermediate (dense layers) applied; returns the lines to print.
+std::string make_qwen3_moe_checkpoint(const MakeCheckpointRequest& request);
 
 }  // namespace deltafin

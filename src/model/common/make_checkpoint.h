@@ -1,0 +1,29 @@
+// What `deltafin make-model` asks of a family's checkpoint generator: where
+// to write, which preset and seed, and the command line's dimension
+// overrides (unset: the preset's value). Each family's maker
+// (src/model/<family>/*make_checkpoint.h) says which overrides apply to it
+// and refuses the others by name; the registry picks the maker by --arch.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace deltafin {
+
+struct DimOverrides {
+  std::optional<int64_t> hidden, layers, experts, top_k, vocab, latent, moe_intermediate, intermediate;
+};
+
+struct MakeCheckpointRequest {
+  std::string out;
+  std::string preset = "tiny";     // tiny, small, bench, k3 (which a family accepts is its own)
+  std::string target;              // a drafter's target checkpoint (k3_dspark only)
+  uint64_t seed = 1;
+  uint64_t shard_bytes = 4096ull << 20;
+  bool force = false;              // overwrite an existing checkpoint in `out`
+  bool progress = true;
+  DimOverrides dims;
+};
+
+}  // namespace deltafin
