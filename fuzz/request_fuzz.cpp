@@ -16,7 +16,7 @@
 #include <string_view>
 
 #include "server/api/request.h"
-#include "tokenizer/chat_template.h"
+#include "model/kimi_k3/chat/chat_template.h"
 #include "util/error.h"
 
 namespace {
@@ -56,7 +56,7 @@ void check_accepted(const GenerationRequest& req, Endpoint endpoint) {
   for (const bool thinking : {true, false}) {
     deltafin::ChatOptions options;
     options.thinking = thinking;
-    options.reasoning_effort = req.reasoning_effort;
+    options.reasoning_effort = req.reasoning_effort ? deltafin::k3_reasoning_level(*req.reasoning_effort) : "max";
     try {
       (void)deltafin::render_chat(req.messages, options);
     } catch (const deltafin::Error& e) {

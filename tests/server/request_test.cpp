@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/chat_template.h"
+#include "model/kimi_k3/chat/chat_template.h"
 
 namespace deltafin::api {
 namespace {
@@ -309,7 +309,7 @@ void expect_renders(const GenerationRequest& req) {
   for (const bool thinking : {true, false}) {
     ChatOptions options;
     options.thinking = thinking;
-    options.reasoning_effort = req.reasoning_effort;
+    options.reasoning_effort = req.reasoning_effort ? k3_reasoning_level(*req.reasoning_effort) : "max";
     EXPECT_NO_THROW((void)render_chat(req.messages, options)) << req.messages.dump();
   }
 }
@@ -319,7 +319,7 @@ TEST(Request, MinimalChatDefaults) {
   EXPECT_EQ(r.endpoint, C);
   EXPECT_EQ(r.model, "k3");
   EXPECT_EQ(r.messages, Json::parse(R"([{"role":"user","content":"hi"}])"));
-  EXPECT_EQ(r.reasoning_effort, "max");
+  EXPECT_FALSE(r.reasoning_effort.has_value());  // the family's default
   EXPECT_FALSE(r.max_tokens.has_value());
   EXPECT_TRUE(r.stop.empty());
   EXPECT_FALSE(r.stream);
@@ -364,14 +364,17 @@ TEST(Request, NeutralStandardParametersAreAccepted) {
   EXPECT_EQ(p.prompt_text, "Once");
 }
 
-TEST(Request, ReasoningEffortMapsOpenAiLevelsOntoK3s) {
+// The API keeps OpenAI's level; K3's chat format maps it onto its three.
+TEST(Request, ReasoningEffortKeepsOpenAiLevelsAndK3MapsThem) {
   const std::pair<const char*, const char*> cases[] = {
       {"minimal", "low"}, {"low", "low"}, {"medium", "high"}, {"high", "high"}, {"max", "max"}};
   for (const auto& [given, k3] : cases) {
     const GenerationRequest r = parse_ok(C, chat(std::string(R"("reasoning_effort":")") + given + "\""));
-    EXPECT_EQ(r.reasoning_effort, k3) << given;
+    EXPECT_EQ(r.reasoning_effort, given);
+    EXPECT_EQ(k3_reasoning_level(given), k3) << given;
     expect_renders(r);
   }
+  EXPECT_EQ(k3_reasoning_level("huge"), "");
 }
 
 TEST(Request, DeveloperIsRenderedAsSystem) {
@@ -390,7 +393,7 @@ TEST(Request, NullFieldsCountAsAbsent) {
   EXPECT_TRUE(r.stop.empty());
   EXPECT_FALSE(r.stream);
   EXPECT_FALSE(r.seed.has_value());
-  EXPECT_EQ(r.reasoning_effort, "max");
+  EXPECT_FALSE(r.reasoning_effort.has_value());
   const GenerationRequest p = parse_ok(P, comp(R"("echo":null,"suffix":null,"best_of":null,"logprobs":null)"));
   EXPECT_EQ(p.prompt_text, "Once");
   // Inside stream_options and messages too.

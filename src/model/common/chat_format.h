@@ -17,9 +17,11 @@ namespace deltafin {
 
 struct ChatTurnOptions {
   bool thinking = true;  // the answer starts with a reasoning block
-  // K3's thinking effort ("low", "high", "max"); families without one
-  // ignore it (the API maps OpenAI's reasoning_effort onto it).
-  std::optional<std::string> reasoning_effort = "max";
+  // OpenAI's reasoning_effort ("minimal", "low", "medium", "high", "max");
+  // unset: the family's default. A family maps it onto its template (K3's
+  // low, high, max) or has no such knob and ignores it (Qwen3: thinking on
+  // or off only).
+  std::optional<std::string> reasoning_effort;
 };
 
 struct RenderedChat {

@@ -1,8 +1,8 @@
 #include "model/kimi_k3/chat_format.h"
 
 #include "model/kimi_k3/chat_output.h"
-#include "tokenizer/chat_encode.h"
-#include "tokenizer/chat_template.h"
+#include "model/kimi_k3/chat/chat_encode.h"
+#include "model/kimi_k3/chat/chat_template.h"
 
 namespace deltafin {
 
@@ -11,7 +11,12 @@ namespace {
 ChatOptions k3_options(const ChatTurnOptions& options) {
   ChatOptions o;
   o.thinking = options.thinking;
-  o.reasoning_effort = options.reasoning_effort;
+  // Unset: K3's default, the longest thinking. A level no mapping knows is
+  // passed on for the renderer to refuse by name.
+  if (options.reasoning_effort) {
+    const std::string level = k3_reasoning_level(*options.reasoning_effort);
+    o.reasoning_effort = level.empty() ? *options.reasoning_effort : level;
+  }
   return o;
 }
 

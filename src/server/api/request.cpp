@@ -2,7 +2,7 @@
 //
 // Every check throws ApiError naming the field as a path; the messages say
 // what was expected and what was given. The chat checks are a superset of what
-// render_chat() (tokenizer/chat_template.cpp) rejects, so a request that passes
+// render_chat() (model/kimi_k3/chat/chat_template.cpp) rejects, so a request that passes
 // here always renders: fuzz/request_fuzz.cpp aborts when one does not.
 #include "server/api/request.h"
 
@@ -530,25 +530,14 @@ void check_messages(const Json& body) {
   check_tool_names(*messages);
 }
 
-// OpenAI's reasoning levels onto the three K3's chat template takes (low,
-// high, max; k3-model.md §9): each maps to the nearest K3 level at or above
-// it, so asking for more thought never gets less: minimal and low -> low,
-// medium and high -> high, max -> max.
-std::string k3_reasoning_level(std::string_view openai_level) {
-  if (openai_level == "minimal" || openai_level == "low") return "low";
-  if (openai_level == "medium" || openai_level == "high") return "high";
-  if (openai_level == "max") return "max";
-  return "";
-}
-
 void check_chat_options(const Json& body, GenerationRequest& req) {
   if (const Json* effort = given(body, "reasoning_effort")) {
     const std::string& value = string_field(*effort, "reasoning_effort");
-    req.reasoning_effort = k3_reasoning_level(value);
-    if (req.reasoning_effort.empty()) {
+    if (value != "minimal" && value != "low" && value != "medium" && value != "high" && value != "max") {
       invalid_value("reasoning_effort", cat("expected \"minimal\", \"low\", \"medium\", \"high\" or \"max\", but got ",
                                             describe(*effort), "."));
     }
+    req.reasoning_effort = value;
   }
   if (given(body, "tools")) unsupported("tools", "tools are not supported yet.");
   if (given(body, "tool_choice")) unsupported("tool_choice", "tool_choice is not supported yet (tools are not).");

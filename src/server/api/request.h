@@ -21,8 +21,8 @@
 // seed (int64), n (1), user, logprobs (false; on completions an integer count
 // is refused as unsupported too), and at their neutral values only
 // frequency_penalty and presence_penalty (0), logit_bias ({} or biases of 0).
-// Chat: messages (required), reasoning_effort ("minimal" and "low" -> K3's
-// low, "medium" and "high" -> high, "max"), response_format ({"type":
+// Chat: messages (required), reasoning_effort ("minimal", "low", "medium",
+// "high", "max"; the family's chat format maps it), response_format ({"type":
 // "text"}), store (false), metadata (up to 16 string values: bookkeeping,
 // ignored), top_logprobs (0), service_tier ("auto", "default"), modalities
 // (["text"]); tools, tool_choice and parallel_tool_calls are refused as
@@ -84,7 +84,7 @@ struct GenerationRequest {
 
   // Chat: the messages exactly as given (validated), for render_chat().
   nlohmann::ordered_json messages;
-  std::string reasoning_effort = "max";  // K3's level: "low", "high" or "max" (mapped from OpenAI's)
+  std::optional<std::string> reasoning_effort;  // OpenAI's level as given; unset: the family's default
 
   // Completion: text (encoded without special tokens) or token ids.
   std::optional<std::string> prompt_text;

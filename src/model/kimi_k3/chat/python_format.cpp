@@ -1,4 +1,4 @@
-#include "tokenizer/python_format.h"
+#include "model/kimi_k3/chat/python_format.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,4 +1,4 @@
-#include "tokenizer/chat_encode.h"
+#include "model/kimi_k3/chat/chat_encode.h"
 
 namespace deltafin {
 

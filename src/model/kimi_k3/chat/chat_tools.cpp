@@ -5,12 +5,12 @@
 //   order. Arguments that are neither null, object nor string are an error.
 // - Call ids and message ids are compared as JSON values (null never
 //   matches); several messages naming one call keep their order.
-#include "tokenizer/chat_tools.h"
+#include "model/kimi_k3/chat/chat_tools.h"
 
 #include <algorithm>
 #include <utility>
 
-#include "tokenizer/python_format.h"
+#include "model/kimi_k3/chat/python_format.h"
 #include "util/error.h"
 
 namespace deltafin {

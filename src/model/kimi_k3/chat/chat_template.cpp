@@ -30,15 +30,22 @@
 //   "json_object" or "json_schema"; the schema fallback chain (§9.4) takes the
 //   first candidate that is present and not null.
 // - reasoning_effort is validated even with thinking off.
-#include "tokenizer/chat_template.h"
+#include "model/kimi_k3/chat/chat_template.h"
 
 #include <utility>
 
-#include "tokenizer/chat_tools.h"
-#include "tokenizer/python_format.h"
+#include "model/kimi_k3/chat/chat_tools.h"
+#include "model/kimi_k3/chat/python_format.h"
 #include "util/error.h"
 
 namespace deltafin {
+
+std::string k3_reasoning_level(std::string_view openai_level) {
+  if (openai_level == "minimal" || openai_level == "low") return "low";
+  if (openai_level == "medium" || openai_level == "high") return "high";
+  if (openai_level == "max") return "max";
+  return "";
+}
 namespace {
 
 using Json = nlohmann::ordered_json;

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tokenizer/chat_template.h"
+#include "model/kimi_k3/chat/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deltafin {

@@ -36,6 +36,12 @@ struct ChatOptions {
   bool add_generation_prompt = true;
 };
 
+// OpenAI's reasoning levels onto the three K3's template takes (§9): each
+// maps to the nearest K3 level at or above it, so asking for more thought
+// never gets less: minimal and low -> low, medium and high -> high, max ->
+// max; "" for anything else.
+std::string k3_reasoning_level(std::string_view openai_level);
+
 // Renders `messages` (a JSON array of message objects). Throws deltafin::Error
 // naming the offending field for malformed input. Empty segments are never
 // returned.

@@ -1,6 +1,6 @@
 // The K3 chat renderer against k3-model.md §9: the gold segment hashes of
 // §9.6, and hand-written expectations for each rule of §9.1-§9.4.
-#include "tokenizer/chat_template.h"
+#include "model/kimi_k3/chat/chat_template.h"
 
 #include <gtest/gtest.h>
 
