@@ -247,6 +247,7 @@ void ApiServer::handle_health(http::Exchange& ex) {
             {"model", o_.model_name},
             {"context_limit", engine_.context_limit()},
             {"session_budget_bytes", engine_.session_budget_bytes()},
+            {"session_bytes_per_position", engine_.session_bytes_per_position()},
             {"current", current},
             {"generating", c.active},
             {"waiting", c.waiting},

@@ -1,6 +1,6 @@
 // End-to-end: the OFFICIAL `openai` npm package drives `deltafin serve`.
 //
-// Makes a tiny random checkpoint, starts `deltafin serve` on it (port 0, an
+// For each target family, makes a tiny random checkpoint, starts `deltafin serve` on it (port 0, an
 // API key, --max-tokens 64) as a child process, and runs
 // tests/server/openai/client_test.mjs under node: models, text and chat
 // completions (plain and streamed, token-id prompts, stop strings) compared
@@ -109,7 +109,19 @@ Client install_client() {
   return c;
 }
 
-TEST(OpenAIClient, OfficialSdkDrivesServe) {
+// A target family and what the script checks it against, worked out by hand.
+struct FamilyCase {
+  const char* family;
+  // Session bytes per position of the tiny preset: K3's latent MLA cache
+  // (k3-model.md §7.4; 480 B for the tiny preset's MLA layers), Qwen3-MoE's
+  // fp32 K and V of 3 layers x 2 KV heads x 32 dims: 3 x 64 x 2 x 4 = 1,536 B.
+  int64_t bytes_per_position;
+};
+
+class OpenAIClient : public ::testing::TestWithParam<FamilyCase> {};
+
+TEST_P(OpenAIClient, OfficialSdkDrivesServe) {
+  const FamilyCase& fc = GetParam();
   const Client client = install_client();
   if (!client.ok) {
     const char* ci = std::getenv("CI");
@@ -121,10 +133,11 @@ TEST(OpenAIClient, OfficialSdkDrivesServe) {
               client.reused ? "reused" : "installed", client.install_seconds);
 
   test::TempDir dir;
-  const std::string model_dir = dir.file("tiny-k3");
+  const std::string model_name = std::string("tiny-") + fc.family;
+  const std::string model_dir = dir.file(model_name);
   std::string out;
-  ASSERT_EQ(test::run_command(shell_quote(test::deltafin_binary()) + " make-model --preset tiny --out " +
-                                  shell_quote(model_dir) + " --quiet",
+  ASSERT_EQ(test::run_command(shell_quote(test::deltafin_binary()) + " make-model --arch " + fc.family +
+                                  " --preset tiny --out " + shell_quote(model_dir) + " --quiet",
                               &out),
             0)
       << out;
@@ -141,7 +154,9 @@ TEST(OpenAIClient, OfficialSdkDrivesServe) {
   std::string node_out;
   const int status = run_child({"node", client.script},
                                {"DELTAFIN_TEST_BASE_URL=" + server.base_url(), "DELTAFIN_TEST_API_KEY=" + api_key,
-                                "DELTAFIN_TEST_MODEL=tiny-k3", "DELTAFIN_TEST_MODEL_DIR=" + model_dir,
+                                "DELTAFIN_TEST_MODEL=" + model_name, "DELTAFIN_TEST_MODEL_DIR=" + model_dir,
+                                "DELTAFIN_TEST_FAMILY=" + std::string(fc.family),
+                                "DELTAFIN_TEST_BYTES_PER_POSITION=" + std::to_string(fc.bytes_per_position),
                                 "DELTAFIN_TEST_BINARY=" + test::deltafin_binary(),
                                 "DELTAFIN_TEST_MAX_TOKENS=" + std::to_string(kMaxTokens)},
                                &node_out, kNodeLimit);
@@ -155,6 +170,10 @@ TEST(OpenAIClient, OfficialSdkDrivesServe) {
                        << server.output();
   EXPECT_EQ(server_status, 0) << "the server did not exit cleanly on SIGTERM; its output:\n" << server.output();
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, OpenAIClient,
+                         ::testing::Values(FamilyCase{"kimi_k3", 480}, FamilyCase{"qwen3_moe", 1536}),
+                         [](const ::testing::TestParamInfo<FamilyCase>& info) { return std::string(info.param.family); });
 
 }  // namespace
 }  // namespace deltafin

@@ -9,6 +9,8 @@
 //   DELTAFIN_TEST_MODEL_DIR=DIR                    the checkpoint (for the CLI expectations)
 //   DELTAFIN_TEST_BINARY=PATH                      the deltafin executable
 //   DELTAFIN_TEST_MAX_TOKENS=N                     the server's --max-tokens
+//   DELTAFIN_TEST_FAMILY=NAME                      the model's family (kimi_k3, qwen3_moe)
+//   DELTAFIN_TEST_BYTES_PER_POSITION=N             its session bytes per position, computed by hand
 //   node client_test.mjs
 //
 // The expected texts and token counts come from the CLI (`deltafin run`,
@@ -18,6 +20,7 @@ import OpenAI from "openai";
 import { VERSION } from "openai/version";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 
 function env(name) {
   const value = process.env[name];
@@ -34,11 +37,20 @@ const model = env("DELTAFIN_TEST_MODEL");
 const modelDir = env("DELTAFIN_TEST_MODEL_DIR");
 const binary = env("DELTAFIN_TEST_BINARY");
 const maxTokensCeiling = Number.parseInt(env("DELTAFIN_TEST_MAX_TOKENS"), 10);
+const family = env("DELTAFIN_TEST_FAMILY");
+const bytesPerPosition = Number.parseInt(env("DELTAFIN_TEST_BYTES_PER_POSITION"), 10);
+const config = JSON.parse(readFileSync(modelDir + "/config.json", "utf8"));
+const vocabSize = config.vocab_size ?? config.text_config?.vocab_size;
+if (!Number.isInteger(vocabSize)) throw new Error(modelDir + "/config.json: no vocab_size");
+// How a family's chat format joins a message's text parts: K3's template
+// concatenates them; Qwen3's takes only strings, so parts are joined with
+// newlines first (as vLLM does for such templates).
+const partSeparator = family === "kimi_k3" ? "" : "\n";
 
 // No retries: a retried request would hide a failure (and make 4xx/5xx slow).
 const clientOptions = { baseURL: baseURL + "/v1", maxRetries: 0, timeout: 60_000 };
 const client = new OpenAI({ ...clientOptions, apiKey });
-console.log(`openai ${VERSION} against ${baseURL}, model "${model}"`);
+console.log(`openai ${VERSION} against ${baseURL}, model "${model}" (${family})`);
 
 // ---------------------------------------------------------------------------
 // Independent expectations, from the CLI.
@@ -300,18 +312,23 @@ await check("role developer answers exactly as role system", async () => {
   assert.equal(asDeveloper.usage.prompt_tokens, asSystem.usage.prompt_tokens);
 });
 
-await check("reasoning_effort minimal/low/medium/high all accepted; medium renders as K3's high", async () => {
+await check("reasoning_effort minimal/low/medium/high all accepted, rendered as the family's template takes them", async () => {
   const prompts = {};
   for (const effort of ["minimal", "low", "medium", "high"]) {
     const r = await client.chat.completions.create({ model, messages: CHAT_MESSAGES, max_tokens: 2, reasoning_effort: effort });
     prompts[effort] = r.usage.prompt_tokens;
   }
-  // The effort is a system message in the prompt: "medium" -> "high", "minimal" -> "low".
-  const highIds = JSON.parse(deltafin("tokenize", "--model", modelDir, "--chat", "--reasoning-effort", "high", "--json",
-                                      "--text", CHAT_MESSAGES[0].content));
-  assert.equal(prompts.medium, highIds.length, JSON.stringify(prompts));
-  assert.equal(prompts.medium, prompts.high);
-  assert.equal(prompts.minimal, prompts.low);
+  if (family === "kimi_k3") {
+    // K3's effort is a system message in the prompt: "medium" -> "high", "minimal" -> "low".
+    const highIds = JSON.parse(deltafin("tokenize", "--model", modelDir, "--chat", "--reasoning-effort", "high", "--json",
+                                        "--text", CHAT_MESSAGES[0].content));
+    assert.equal(prompts.medium, highIds.length, JSON.stringify(prompts));
+    assert.equal(prompts.medium, prompts.high);
+    assert.equal(prompts.minimal, prompts.low);
+  } else {
+    // Qwen3's template has thinking on or off, no levels: every level is the plain chat prompt.
+    for (const effort of Object.keys(prompts)) assert.equal(prompts[effort], chatPromptIds.length, JSON.stringify(prompts));
+  }
 });
 
 await check("neutral sampling and bookkeeping parameters are accepted and change nothing", async () => {
@@ -340,9 +357,9 @@ await check("non-neutral penalties, logit_bias, store and json_object -> BadRequ
   }
 });
 
-await check("content parts are joined before tokenising: [\"Hello \", \"there\"] == \"Hello there\"", async () => {
+await check("content parts are joined before tokenising: [\"Hello \", \"there\"] == the family's join", async () => {
   const joined = await client.chat.completions.create({
-    model, max_tokens: 6, messages: [{ role: "user", content: "Hello there" }],
+    model, max_tokens: 6, messages: [{ role: "user", content: "Hello " + partSeparator + "there" }],
   });
   const parts = await client.chat.completions.create({
     model, max_tokens: 6,
@@ -438,8 +455,9 @@ await check("a prompt over the session budget's context -> BadRequestError conte
   const health = await (await fetch(baseURL + "/health")).json();
   const context = health.context_limit, budget = health.session_budget_bytes;
   assert.equal(budget, 4_000_000, JSON.stringify(health));
-  assert.ok(context > 300 && context < 4_000_000 / 480, JSON.stringify(health));  // 480 B of latent cache per position
-  const ids = Array.from({ length: context }, (_, i) => 100 + (i % 500));
+  assert.equal(health.session_bytes_per_position, bytesPerPosition, JSON.stringify(health));
+  assert.ok(context > 300 && context <= 4_000_000 / bytesPerPosition, JSON.stringify(health));
+  const ids = Array.from({ length: context }, (_, i) => 100 + (i % Math.min(500, vocabSize - 100)));
   await expectApiError(() => client.completions.create({ model, prompt: ids, max_tokens: 1 }), {
     cls: OpenAI.BadRequestError, status: 400, param: "prompt", code: "context_length_exceeded",
     mentions: `${context} tokens`,
