@@ -4,9 +4,8 @@
 
 #include "cli/commands.h"
 #include "cli/token_list.h"
-#include <algorithm>
-
 #include "cli/model_options.h"
+#include "runtime/engine.h"
 #include "format/npy.h"
 #include "util/error.h"
 
@@ -21,23 +20,20 @@ struct LogitsArgs {
 
 int run(const LogitsArgs& a) {
   std::vector<uint32_t> ids = parse_token_list(a.tokens, "--tokens");
-  auto m = load_model(a.model);
-  CausalModel& model = m->causal();
-  check_token_ids(ids, model.summary().vocab, "--tokens");
-  std::unique_ptr<ModelSession> session = model.new_session();
+  EngineSettings so;
+  so.prompt_cache_entries = 0;
+  so.prompt_cache_bytes = 0;
+  so.draft = "none";
+  Engine engine(model_source(a.model), so, nullptr);
+  check_token_ids(ids, engine.vocab(), "--tokens");
   // --step N runs the positions N at a time (1 = token-by-token decode): the
   // logits must not change by a bit (design.md §5).
-  const size_t step = a.step > 0 ? static_cast<size_t>(a.step) : ids.size();
-  Rows logits(ids.size(), static_cast<size_t>(model.summary().vocab));
-  for (size_t at = 0; at < ids.size(); at += step) {
-    const size_t n = std::min(step, ids.size() - at);
-    Rows part = model.forward(*session, std::span<const uint32_t>(ids).subspan(at, n), true);
-    std::copy(part.v.begin(), part.v.end(), logits.row(at));
-  }
-  m->save_heat();
-  write_npy_f32(a.out, {logits.T, logits.n}, logits.v.data());
-  std::fprintf(stderr, "%s\n", m->describe().c_str());
-  std::printf("wrote %s: float32 logits [%zu, %zu]\n", a.out.c_str(), logits.T, logits.n);
+  const std::vector<float> logits = engine.logits(ids, static_cast<size_t>(a.step));
+  engine.save_heat();
+  const size_t vocab = engine.vocab();
+  write_npy_f32(a.out, {ids.size(), vocab}, logits.data());
+  std::fprintf(stderr, "%s\n", engine.describe().c_str());
+  std::printf("wrote %s: float32 logits [%zu, %zu]\n", a.out.c_str(), ids.size(), vocab);
   return 0;
 }
 }  // namespace

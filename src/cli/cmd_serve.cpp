@@ -9,7 +9,6 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
-#include "engine/prefill.h"
 #include "runtime/engine.h"
 #include "server/http_server.h"
 #include "util/error.h"
@@ -44,8 +43,6 @@ std::string default_model_name(const ModelArgs& a) {
 }
 
 int serve(ServeArgs a) {
-  auto m = load_model(a.model);
-  std::fprintf(stderr, "%s\n", m->describe().c_str());
   if (a.server.model_name.empty()) a.server.model_name = default_model_name(a.model);
   EngineSettings so;
   so.max_tokens_ceiling = a.max_tokens;
@@ -66,7 +63,8 @@ int serve(ServeArgs a) {
   a.server.idle_timeout_ms = static_cast<int64_t>(a.idle_timeout_s * 1000);
   if (const char* d = std::getenv("DELTAFIN_SERVE_STEP_DELAY_MS")) so.step_delay_ms = std::atoi(d);
   g_shutdown.store(false);
-  Engine engine(std::move(m), so, &g_shutdown);
+  Engine engine(model_source(a.model), so, &g_shutdown);
+  std::fprintf(stderr, "%s\n", engine.describe().c_str());
   std::fprintf(stderr, "serve: speculative drafting: %s\n", engine.drafter().c_str());
   if (!engine.chat()) std::fprintf(stderr, "serve: chat completions are refused: %s\n", engine.chat_missing().c_str());
   ApiServer server(engine, a.server);

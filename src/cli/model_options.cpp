@@ -33,15 +33,18 @@ void add_model_options(CLI::App* sub, ModelArgs& a) {
       ->check(CLI::NonNegativeNumber);
 }
 
-std::unique_ptr<LoadedModel> load_model(const ModelArgs& a) {
+ModelSource model_source(const ModelArgs& a) {
   if (a.model.empty() == a.store.empty()) fail("give exactly one of --model (checkpoint) or --store (deltafin store)");
+  ModelSource s;
+  s.checkpoint = a.model;
+  s.store = a.store;
+  EngineOptions& o = s.options;
+  o.threads = a.threads;
   if (!a.model.empty()) {
     if (a.cache_gb || a.pin_gb != 0 || !a.trace.empty())
       fail("--cache-gb, --pin-gb and --trace apply to --store runs (with --model every expert is resident)");
-    return load_resident(a.model, a.threads);
+    return s;
   }
-  EngineOptions o;
-  o.threads = a.threads;
   o.cache_gb = a.cache_gb;
   o.pin_gb = a.pin_gb;
   o.lookahead = parse_lookahead_mode(a.lookahead);
@@ -53,8 +56,10 @@ std::unique_ptr<LoadedModel> load_model(const ModelArgs& a) {
   o.trace = a.trace;
   o.fetch_threads = a.fetch_threads;
   o.disk_budget_gb = a.disk_budget_gb;
-  return load_store(a.store, o);
+  return s;
 }
+
+std::unique_ptr<LoadedModel> load_model(const ModelArgs& a) { return deltafin::load_model(model_source(a)); }
 
 std::string PromptCacheArgs::dir_for(const ModelArgs& m) const {
   if (disk_gb <= 0) return "";

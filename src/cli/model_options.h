@@ -8,7 +8,11 @@
 #include <optional>
 #include <string>
 
-#include "engine/loaded_model.h"
+#include "engine/engine_options.h"
+
+namespace deltafin {
+struct LoadedModel;
+}
 
 namespace deltafin::cli {
 
@@ -37,8 +41,11 @@ struct PromptCacheArgs {
   uint64_t budget_bytes() const { return static_cast<uint64_t>(disk_gb * 1e9); }
 };
 void add_prompt_cache_options(CLI::App* sub, PromptCacheArgs& a);
-// Loads what --model or --store names (exactly one must be given), of the
-// family its config.json names.
+// What --model or --store names (exactly one must be given), with the
+// store run's options.
+ModelSource model_source(const ModelArgs& a);
+// Loads it, of the family its config.json names (for `bench`, which measures
+// the engine's parts from below the engine boundary).
 std::unique_ptr<LoadedModel> load_model(const ModelArgs& a);
 
 }  // namespace deltafin::cli

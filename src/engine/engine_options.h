@@ -2,6 +2,7 @@
 // expert cache, the pinned tier, route lookahead and the reader's settings.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -9,6 +10,14 @@
 #include "model/common/route_lookahead.h"
 
 namespace deltafin {
+
+// Prompt rows per prefill slice (engine/prefill.h). Measured
+// (bench/results/2026-11-30-prefill-chunk-sweep-512): a 512-token prompt,
+// all experts resident, 2 threads: slices of 0 (one) / 256 / 128 / 64 rows
+// took 49.3 / 44.6 / 42.1 / 45.4 s. A smaller slice's scratch (the
+// [rows, 16, 3584] expert outputs: 117 MB at 512 rows) stays in cache; below
+// 128 rows the batched products get too short (32 rows per expert here).
+inline constexpr int64_t kDefaultPrefillChunk = 128;
 
 struct EngineOptions {
   int threads = 1;
@@ -22,6 +31,15 @@ struct EngineOptions {
   // an override of the store's disk budget for fetched experts (GB, 0 = none).
   int fetch_threads = 4;
   std::optional<double> disk_budget_gb;
+};
+
+// Where a model comes from: a Hugging Face checkpoint directory (every
+// expert read into RAM) or a deltafin store (experts streamed, run as
+// `options` says). Exactly one is given; options.threads applies to both.
+struct ModelSource {
+  std::string checkpoint;
+  std::string store;
+  EngineOptions options;
 };
 
 }  // namespace deltafin

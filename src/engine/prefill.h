@@ -24,18 +24,13 @@
 #include <functional>
 #include <span>
 
+#include "engine/engine_options.h"
 #include "model/common/causal_model.h"
 
 namespace deltafin {
 
 class StepObserver;
 
-// Measured (bench/results/2026-11-30-prefill-chunk-sweep-512): a 512-token
-// prompt, all experts resident, 2 threads: slices of 0 (one) / 256 / 128 / 64
-// rows took 49.3 / 44.6 / 42.1 / 45.4 s. A smaller slice's scratch (the
-// [rows, 16, 3584] expert outputs: 117 MB at 512 rows) stays in cache; below
-// 128 rows the batched products get too short (32 rows per expert here).
-inline constexpr int64_t kDefaultPrefillChunk = 128;
 inline constexpr uint64_t kPrefillGroupBytes = 1ull << 30;
 
 // Positions per group: as many as kPrefillGroupBytes of the model's pass rows

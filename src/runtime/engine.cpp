@@ -11,6 +11,8 @@
 #include "engine/prompt_cache.h"
 #include "engine/prompt_disk_cache.h"
 #include "model/loaders/drafter_factory.h"
+#include "model/loaders/family_loaders.h"
+#include "runtime/run_report.h"
 #include "speculative/speculative_generate.h"
 #include "util/error.h"
 
@@ -196,19 +198,27 @@ Outcome Engine::Impl::run(const std::vector<uint32_t>& prompt, bool chat, int64_
   p.max_new = max_new;
   p.context_limit = context_limit;
   p.eos = chat && m->chat() ? m->chat()->end_tokens() : m->eos;
+  p.ignore_eos = o.ignore_eos;
+  p.prefill_group = o.prefill_group;
   p.stop = shutdown;
   bool stopped_by_caller = false;
   p.cancelled = [&] { return stopped_by_caller || (cancelled && cancelled()); };
   p.prefill_chunk = o.prefill_chunk;
   p.on_prefill_progress = [&](int64_t done) { prefill_done.store(done); };
   p.prompt_done = reused;
-  if (save_at > reused && save_at < n - 1) p.pause_at.push_back(save_at);
-  p.pause_at.push_back(n - 1);  // when save_at is n - 1, this one pause serves both
+  // Without a RAM cache (`run`: one request) the n - 1 pause would only cost
+  // the prefill one more pass.
+  const bool keep_in_ram = o.prompt_cache_entries > 0;
+  if (save_at > reused && (save_at < n - 1 || !keep_in_ram)) p.pause_at.push_back(save_at);
+  if (keep_in_ram) p.pause_at.push_back(n - 1);  // when save_at is n - 1, this one pause serves both
   p.at_pause = [&](const ModelSession& s) {
     std::shared_ptr<SessionMark> mk = model.mark(s);
     if (mk->length == save_at) keep_on_disk.mark = mk;
     if (mk->length == n - 1) boundaries.push_back(mk);
   };
+
+  std::optional<RunStatsCollector> collector;
+  if (o.report) p.observer = &collector.emplace(*m);
 
   std::vector<uint32_t> history = prompt;  // the prompt and every token chosen; the session holds a prefix
   SpecParams sp;
@@ -226,7 +236,10 @@ Outcome Engine::Impl::run(const std::vector<uint32_t>& prompt, bool chat, int64_
       totals.prefill_positions += n - reused;
       totals.reused_positions += reused;
     }
-    if (p.ends_turn(id)) return;  // the end token is not reported
+    if (p.ends_turn(id)) {  // the end token is not reported
+      out.end_token = id;
+      return;
+    }
     ++out.completion_tokens;
     generated.store(out.completion_tokens);
     if (o.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.step_delay_ms));
@@ -239,6 +252,12 @@ Outcome Engine::Impl::run(const std::vector<uint32_t>& prompt, bool chat, int64_
     case StopReason::Interrupted: out.finish = Finish::Cancelled; break;
   }
   if (stopped_by_caller) out.finish = Finish::Stopped;  // the caller's stop wins, as it came first
+  if (collector) {
+    collector->ttft_ms = st.ttft_seconds * 1e3;
+    const RunReportInput report{*m, st, spec, out.drafter, *collector, session->bytes(), session->length()};
+    out.report_text = run_report_text(report);
+    out.report_json = run_report_json(report);
+  }
   if (st.new_tokens == 0) {  // cancelled in the prefill: nothing kept in RAM, the disk state (if reached) kept
     keep_on_disk.now();
     note_disk_totals();
@@ -276,6 +295,8 @@ Engine::Engine(std::unique_ptr<LoadedModel> model, EngineSettings settings, cons
   LoadedModel& m = *model;
   impl_ = std::make_unique<Impl>(std::move(model), m, std::move(settings), shutdown);
 }
+Engine::Engine(const ModelSource& source, EngineSettings settings, const std::atomic<bool>* shutdown)
+    : Engine(load_model(source), std::move(settings), shutdown) {}
 Engine::Engine(LoadedModel& model, EngineSettings settings, const std::atomic<bool>* shutdown)
     : impl_(std::make_unique<Impl>(nullptr, model, std::move(settings), shutdown)) {}
 Engine::~Engine() = default;
@@ -293,6 +314,32 @@ int64_t Engine::max_tokens_ceiling() const { return impl_->o.max_tokens_ceiling;
 std::string Engine::drafter() const { return impl_->drafters.describe(); }
 bool Engine::shutting_down() const { return impl_->shutdown && impl_->shutdown->load(); }
 void Engine::save_heat() { impl_->m->save_heat(); }
+std::string Engine::describe() const { return impl_->m->describe(); }
+bool Engine::weight_exact() const { return impl_->m->spine_format == "bf16"; }
+double Engine::load_seconds() const { return impl_->m->load_seconds; }
+
+std::string Engine::load_report() const {
+  const LoadedModel& m = *impl_->m;
+  if (!m.stream) return "";
+  std::string out = m.memory.describe() + "\n";
+  if (!m.stream->reader().engine_note().empty()) out += "note: " + m.stream->reader().engine_note() + "\n";
+  return out;
+}
+
+std::vector<float> Engine::logits(const std::vector<uint32_t>& tokens, size_t step) {
+  CausalModel& model = impl_->m->causal();
+  model.set_capture_layers({});
+  std::unique_ptr<ModelSession> session = model.new_session();
+  const size_t V = static_cast<size_t>(model.summary().vocab);
+  if (step == 0) step = tokens.size();
+  std::vector<float> out(tokens.size() * V);
+  for (size_t at = 0; at < tokens.size(); at += step) {
+    const size_t n = std::min(step, tokens.size() - at);
+    const Rows part = model.forward(*session, std::span<const uint32_t>(tokens).subspan(at, n), true);
+    std::copy(part.v.begin(), part.v.end(), out.begin() + static_cast<std::ptrdiff_t>(at * V));
+  }
+  return out;
+}
 
 Outcome Engine::generate(const std::vector<uint32_t>& prompt, bool chat, int64_t max_new,
                          const std::function<bool(uint32_t)>& on_token, const std::function<bool()>& cancelled) {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine_options.h"
 #include "model/common/chat_format.h"
 #include "tokenizer/token_text.h"
 
@@ -41,6 +42,9 @@ struct EngineSettings {
   std::string draft = "auto";                 // the drafter for every request (model/loaders/drafter_factory.h)
   std::string dspark_dir, draft_model_dir;    // what "auto" may choose from
   int draft_k = 0;                            // tokens drafted per step, 0 = the controller adapts
+  int64_t prefill_group = 0;                  // positions per layer-major pass (0 = engine/prefill.h's default)
+  bool ignore_eos = false;                    // benchmarks: generate past the end token, to the budget
+  bool report = false;                        // fill Outcome::report_text/json (what `run --stats` prints)
 };
 
 enum class Finish { Eos, Length, Stopped, Cancelled };
@@ -53,6 +57,11 @@ struct Outcome {
   int64_t completion_tokens = 0;  // tokens handed to on_token (the end token is not one)
   double prefill_seconds = 0, seconds = 0;
   std::string drafter;  // the drafter this request used ("none" = plain decoding)
+  std::optional<uint32_t> end_token;  // the end token that finished the turn (not handed to on_token)
+  // With EngineSettings::report: per-token times, prefill and TTFT, session
+  // bytes, speculation, and for a streamed store every step's I/O, the
+  // totals and route lookahead's gates (text); every step's figures (JSON).
+  std::string report_text, report_json;
 };
 
 class Engine {
@@ -60,6 +69,8 @@ public:
   // Takes the model. Throws deltafin::Error when settings.context_limit
   // needs more session memory than the budget holds, naming both.
   Engine(std::unique_ptr<LoadedModel> model, EngineSettings settings, const std::atomic<bool>* shutdown);
+  // Loads the model `source` names (either family) and takes it.
+  Engine(const ModelSource& source, EngineSettings settings, const std::atomic<bool>* shutdown);
   // The same over a model the caller keeps alive (tests run several
   // engines, one after another, on one loaded model).
   Engine(LoadedModel& model, EngineSettings settings, const std::atomic<bool>* shutdown);
@@ -80,6 +91,18 @@ public:
   uint64_t session_bytes(int64_t positions, int64_t prompt) const;
   int64_t max_tokens_ceiling() const;
   std::string drafter() const;      // the drafting choice, for logs
+  // One line: family, spine format (with the int8-row warning), where the
+  // experts come from, cache, lookahead, I/O engine.
+  std::string describe() const;
+  // A streamed store's memory plan and any note from the reader ("" resident).
+  std::string load_report() const;
+  bool weight_exact() const;        // false for an int8-row spine
+  double load_seconds() const;
+
+  // Float32 logits [tokens x vocab] of every position of `tokens` on a fresh
+  // session, run `step` positions per pass (0 = all at once): the values do
+  // not depend on the step (design.md §5). Keeps nothing for reuse.
+  std::vector<float> logits(const std::vector<uint32_t>& tokens, size_t step);
 
   // Generates from `prompt` (non-empty, below context_limit()): at most
   // max_new tokens, ending at the chat's end-of-turn token (`chat`) or the

@@ -16,6 +16,11 @@ std::unique_ptr<LoadedModel> load_resident(const std::string& dir, int threads) 
   }
 }
 
+std::unique_ptr<LoadedModel> load_model(const ModelSource& s) {
+  if (s.checkpoint.empty() == s.store.empty()) fail("give exactly one of --model (checkpoint) or --store (deltafin store)");
+  return s.checkpoint.empty() ? load_store(s.store, s.options) : load_resident(s.checkpoint, s.options.threads);
+}
+
 std::unique_ptr<LoadedModel> load_store(const std::string& store_dir, const EngineOptions& o) {
   const std::string family = load_store_manifest(store_dir).family;
   if (family == family_info(Family::KimiK3).name) return load_k3_store(store_dir, o);
