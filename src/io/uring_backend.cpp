@@ -16,7 +16,19 @@
 #include "io/test_hooks.h"
 #include "util/error.h"
 
-#if defined(__linux__)
+// DELTAFIN_HAVE_URING is set by CMake when liburing was found at configure
+// time (-DDELTAFIN_URING=OFF builds without it); without it, or off Linux,
+// make_uring_backend says why and the reader uses the pread pool.
+#if !defined(DELTAFIN_HAVE_URING)
+#define DELTAFIN_HAVE_URING 0
+#endif
+#if defined(__linux__) && DELTAFIN_HAVE_URING
+#define DELTAFIN_URING_BACKEND 1
+#else
+#define DELTAFIN_URING_BACKEND 0
+#endif
+
+#if DELTAFIN_URING_BACKEND
 #include <liburing.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -33,7 +45,7 @@ void io_test_hooks::set_uring_init_error(int err) { g_uring_init_error.store(err
 
 namespace io_detail {
 
-#if defined(__linux__)
+#if DELTAFIN_URING_BACKEND
 
 namespace {
 
@@ -224,10 +236,14 @@ std::unique_ptr<Backend> make_uring_backend(std::vector<DriveFiles*> files, int 
   return backend;
 }
 
-#else  // no io_uring outside Linux
+#else  // no io_uring outside Linux, or a build without liburing
 
 std::unique_ptr<Backend> make_uring_backend(std::vector<DriveFiles*>, int, ChunkSink&, std::string* why) {
+#if defined(__linux__)
+  *why = "this build has no io_uring: liburing was not found (or DELTAFIN_URING=OFF) at configure time";
+#else
   *why = "io_uring exists only on Linux";
+#endif
   return nullptr;
 }
 
