@@ -25,6 +25,8 @@ enum class ReadPriority { Demand, Prefetch };
 
 const char* io_engine_name(IoEngine e);
 IoEngine parse_io_engine(const std::string& name);  // "uring" | "pread", else a named error
+// Whether this build has the io_uring backend (liburing found at configure time, on Linux).
+bool io_uring_built();
 
 struct DriveSpec {
   std::string path;              // the drive's root (for messages)

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "io/chunk_io.h"
+#include "io/expert_reader.h"
 #include "io/test_hooks.h"
 #include "util/error.h"
 
@@ -36,6 +37,8 @@
 #endif
 
 namespace deltafin {
+
+bool io_uring_built() { return DELTAFIN_URING_BACKEND != 0; }
 
 namespace {
 std::atomic<int> g_uring_init_error{0};
