@@ -32,7 +32,7 @@ struct ServeArgs {
   int64_t context = 0;
   double session_budget_mb = 0;
   PromptCacheArgs prompt_cache;
-  double header_timeout_s = 10, body_timeout_s = 60, idle_timeout_s = 10;
+  double header_timeout_s = 10, body_timeout_s = 60, idle_timeout_s = 10, keepalive_s = 15;
 };
 
 std::string default_model_name(const ModelArgs& a) {
@@ -61,6 +61,7 @@ int serve(ServeArgs a) {
   a.server.header_timeout_ms = static_cast<int64_t>(a.header_timeout_s * 1000);
   a.server.body_timeout_ms = static_cast<int64_t>(a.body_timeout_s * 1000);
   a.server.idle_timeout_ms = static_cast<int64_t>(a.idle_timeout_s * 1000);
+  a.server.keepalive_ms = static_cast<int64_t>(a.keepalive_s * 1000);
   if (const char* d = std::getenv("DELTAFIN_SERVE_STEP_DELAY_MS")) so.step_delay_ms = std::atoi(d);
   g_shutdown.store(false);
   Engine engine(model_source(a.model), so, &g_shutdown);
@@ -156,6 +157,11 @@ Command add_serve(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--idle-timeout", a->idle_timeout_s, "Seconds a keep-alive connection may wait for its next request")
       ->check(CLI::Range(0.05, 3600.0))
+      ->capture_default_str();
+  sub->add_option("--keepalive", a->keepalive_s,
+                  "Seconds a streamed response may send nothing (a long prefill) before an SSE comment keeps the "
+                  "client's connection; 0 = never")
+      ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
   sub->add_option("--prefill-chunk", a->prefill_chunk, "Prompt rows per prefill slice of a layer")
       ->check(CLI::Range(1, 1 << 20))

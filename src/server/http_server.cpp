@@ -269,7 +269,7 @@ void ApiServer::handle_health(http::Exchange& ex) {
 namespace {
 
 // Waits for the job's turn, then streams it as server-sent events.
-void stream_job(Engine& engine, Job& job, bool chat, http::Exchange& ex,
+void stream_job(Engine& engine, Job& job, bool chat, http::Exchange& ex, int64_t keepalive_ms,
                 const std::function<bool()>& stopping, const std::function<void(const Job&, const JobResult&)>& record) {
   auto gone = [&] { return ex.peer_closed() || stopping(); };
   if (!job.ticket->wait_turn(gone)) {
@@ -279,9 +279,17 @@ void stream_job(Engine& engine, Job& job, bool chat, http::Exchange& ex,
   }
   ex.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
   bool write_failed = false;
+  auto last_write = std::chrono::steady_clock::now();
   auto write = [&](const std::string& s) {
     if (!write_failed && !ex.write(s)) write_failed = true;
+    last_write = std::chrono::steady_clock::now();
     return !write_failed;
+  };
+  // The engine asks whether to stop between prefill slices and after each
+  // token; a quiet stream gets its keep-alive comment there.
+  auto keep_alive = [&] {
+    if (keepalive_ms <= 0 || write_failed) return;
+    if (std::chrono::steady_clock::now() - last_write >= std::chrono::milliseconds(keepalive_ms)) write(": keep-alive\n\n");
   };
   if (chat) write(api::sse_event(api::chat_chunk(job.head, {{"role", "assistant"}, {"content", ""}, {"refusal", nullptr}}, std::nullopt)));
   JobResult r = run_job(
@@ -295,7 +303,10 @@ void stream_job(Engine& engine, Job& job, bool chat, http::Exchange& ex,
         }
         return !write_failed;
       },
-      [&] { return write_failed || gone(); });
+      [&] {
+        keep_alive();
+        return write_failed || gone();
+      });
   job.ticket->release();
   record(job, r);
   if (r.outcome.finish == Finish::Cancelled) {
@@ -348,7 +359,7 @@ void ApiServer::handle_generation(api::Endpoint endpoint, http::Exchange& ex) {
   // stop() reaches this server: either one means stopping.
   auto stopping = [this] { return stopping_.load() || engine_.shutting_down(); };
 
-  if (job->request.stream) return stream_job(engine_, *job, chat, ex, stopping, record);
+  if (job->request.stream) return stream_job(engine_, *job, chat, ex, o_.keepalive_ms, stopping, record);
 
   auto gone = [&] { return ex.peer_closed() || stopping(); };
   if (!job->ticket->wait_turn(gone)) {

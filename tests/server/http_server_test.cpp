@@ -383,6 +383,43 @@ TEST_P(HttpFamily, ChatStreamCarriesTheSameTurnAsTheJsonAnswer) {
   EXPECT_EQ(reasoning, msg.value("reasoning_content", std::string()));
 }
 
+// A stream quiet for longer than the keep-alive interval (here a prefill of
+// ~1,000 positions against a 2 ms interval) carries SSE comments, and the
+// events around them are those of a server that sends none. Load only makes
+// the prefill slower, so more comments, never fewer.
+TEST(HttpStream, AQuietStreamGetsKeepAliveCommentsAndTheSameEvents) {
+  std::string prompt;
+  for (int i = 0; i < 250; ++i) prompt += "word" + std::to_string(i) + " ";
+  auto events_of = [&](int64_t keepalive_ms, std::vector<std::string>* comments) {
+    EngineSettings so;
+    so.prompt_cache_entries = 0;
+    ServerOptions o;
+    o.keepalive_ms = keepalive_ms;
+    TestServer s(so, o);
+    HttpConnection c(s.port());
+    EXPECT_TRUE(c.send(http_request_text("POST", "/v1/completions", completion_body(prompt, 4, true))));
+    HttpResponse head;
+    EXPECT_TRUE(c.read_head(head));
+    EXPECT_EQ(head.status, 200);
+    std::vector<std::string> events;
+    while (std::optional<std::string> e = c.next_event()) events.push_back(json::parse(*e == "[DONE]" ? "null" : *e).dump());
+    *comments = c.comments();
+    return events;
+  };
+  std::vector<std::string> none, some;
+  const std::vector<std::string> plain = events_of(0, &none);
+  const std::vector<std::string> pinged = events_of(2, &some);
+  EXPECT_TRUE(none.empty());
+  ASSERT_FALSE(some.empty()) << "no keep-alive comment during the prefill";
+  for (const std::string& c : some) EXPECT_EQ(c, ": keep-alive");
+  ASSERT_EQ(plain.size(), pinged.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    json a = json::parse(plain[i]), b = json::parse(pinged[i]);
+    if (a.is_object()) a.erase("created"), a.erase("id"), b.erase("created"), b.erase("id");
+    EXPECT_EQ(a, b) << "event " << i;
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Clients that go away.
 

@@ -254,6 +254,7 @@ std::optional<std::string> HttpConnection::next_event() {
         if (le == std::string::npos) le = event.size();
         const std::string line = event.substr(pos, le - pos);
         pos = le + 1;
+        if (line.rfind(":", 0) == 0) comments_.push_back(line);
         if (line.rfind("data:", 0) == 0) {
           std::string v = line.substr(5);
           if (!v.empty() && v[0] == ' ') v.erase(0, 1);

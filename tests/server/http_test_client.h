@@ -58,6 +58,8 @@ public:
   // after "data: "), read incrementally from the (chunked) body; nullopt when
   // the body ends or the read times out first. read_head() must come first.
   std::optional<std::string> next_event();
+  // The SSE comment lines (": ...") next_event() has skipped so far.
+  const std::vector<std::string>& comments() const { return comments_; }
   // Forgets the response read so far (keeping bytes received after it), so
   // that read_head()/read_response() read the next response on the same
   // connection: a pipelined request's, or the final one after a 100 Continue.
@@ -73,6 +75,7 @@ private:
   std::chrono::milliseconds timeout_;
   std::string raw_;   // bytes received and not yet consumed
   std::string body_;  // decoded body bytes not yet consumed by next_event()
+  std::vector<std::string> comments_;
   bool head_read_ = false, chunked_ = false, body_done_ = false, eof_ = false;
   std::optional<uint64_t> content_length_;
   uint64_t body_received_ = 0;
