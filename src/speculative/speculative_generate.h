@@ -1,6 +1,6 @@
 // The generation loop, for every model family: prefill (engine/prefill.h),
 // then steps that may draft tokens and verify them in one multi-position pass
-// (spec/verifier.h); with no drafter every step is one plain decode step.
+// (speculative/verifier.h); with no drafter every step is one plain decode step.
 // Every emitted token is the target's greedy choice at its position, so the
 // token stream, the logits behind each token and the session state at the
 // end equal plain decoding's.

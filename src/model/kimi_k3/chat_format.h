@@ -1,5 +1,5 @@
 // K3's chat format (k3-model.md §9): the XTML renderer of
-// tokenizer/chat_template.h, encoded segment by segment (user text never
+// model/kimi_k3/chat/chat_template.h, encoded segment by segment (user text never
 // becomes a special token), and K3ChatOutput for the answer.
 #pragma once
 
