@@ -56,7 +56,7 @@ void check_accepted(const GenerationRequest& req, Endpoint endpoint) {
   for (const bool thinking : {true, false}) {
     deltafin::ChatOptions options;
     options.thinking = thinking;
-    options.reasoning_effort = req.reasoning_effort ? deltafin::k3_reasoning_level(*req.reasoning_effort) : "max";
+    options.reasoning_effort = deltafin::k3_effort_for(req.reasoning_effort);
     try {
       (void)deltafin::render_chat(req.messages, options);
     } catch (const deltafin::Error& e) {

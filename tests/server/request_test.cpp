@@ -309,7 +309,7 @@ void expect_renders(const GenerationRequest& req) {
   for (const bool thinking : {true, false}) {
     ChatOptions options;
     options.thinking = thinking;
-    options.reasoning_effort = req.reasoning_effort ? k3_reasoning_level(*req.reasoning_effort) : "max";
+    options.reasoning_effort = k3_effort_for(req.reasoning_effort);
     EXPECT_NO_THROW((void)render_chat(req.messages, options)) << req.messages.dump();
   }
 }

@@ -11,12 +11,7 @@ namespace {
 ChatOptions k3_options(const ChatTurnOptions& options) {
   ChatOptions o;
   o.thinking = options.thinking;
-  // Unset: K3's default, the longest thinking. A level no mapping knows is
-  // passed on for the renderer to refuse by name.
-  if (options.reasoning_effort) {
-    const std::string level = k3_reasoning_level(*options.reasoning_effort);
-    o.reasoning_effort = level.empty() ? *options.reasoning_effort : level;
-  }
+  o.reasoning_effort = k3_effort_for(options.reasoning_effort);
   return o;
 }
 

@@ -46,6 +46,12 @@ std::string k3_reasoning_level(std::string_view openai_level) {
   if (openai_level == "max") return "max";
   return "";
 }
+
+std::string k3_effort_for(const std::optional<std::string>& openai_level) {
+  if (!openai_level) return "max";
+  const std::string level = k3_reasoning_level(*openai_level);
+  return level.empty() ? *openai_level : level;
+}
 namespace {
 
 using Json = nlohmann::ordered_json;

@@ -41,6 +41,10 @@ struct ChatOptions {
 // never gets less: minimal and low -> low, medium and high -> high, max ->
 // max; "" for anything else.
 std::string k3_reasoning_level(std::string_view openai_level);
+// The effort render_chat gets for a request's OpenAI level: unset -> "max"
+// (K3's default, the longest thinking), a known level mapped as above, any
+// other passed on for the renderer to refuse by name.
+std::string k3_effort_for(const std::optional<std::string>& openai_level);
 
 // Renders `messages` (a JSON array of message objects). Throws deltafin::Error
 // naming the offending field for malformed input. Empty segments are never
