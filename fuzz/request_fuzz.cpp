@@ -57,6 +57,9 @@ void check_accepted(const GenerationRequest& req, Endpoint endpoint) {
     deltafin::ChatOptions options;
     options.thinking = thinking;
     options.reasoning_effort = deltafin::k3_effort_for(req.reasoning_effort);
+    options.tools = nlohmann::json::parse(req.tools.dump());
+    options.tool_choice = nlohmann::json::parse(req.tool_choice.dump());
+    options.response_format = nlohmann::json::parse(req.response_format.dump());
     try {
       (void)deltafin::render_chat(req.messages, options);
     } catch (const deltafin::Error& e) {

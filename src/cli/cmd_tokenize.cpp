@@ -27,7 +27,18 @@ struct TokenizeOptions {
   // conversation as a JSON array.
   bool chat = false, no_thinking = false, render = false;
   std::string messages, effort = "max";
+  // The request fields of the same names, as JSON (OpenAI's shapes).
+  std::string tools, tool_choice, response_format;
 };
+
+nlohmann::ordered_json json_option(const std::string& text, const char* flag) {
+  if (text.empty()) return nullptr;
+  try {
+    return nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail(flag, ": not valid JSON: ", e.what());
+  }
+}
 
 // The conversation of --text (one user message) or --messages, rendered by
 // the family's chat template.
@@ -49,8 +60,15 @@ int run_tokenize(const TokenizeOptions& o) {
     ChatTurnOptions options;
     options.thinking = !o.no_thinking;
     options.reasoning_effort = o.effort;
+    options.tools = json_option(o.tools, "--tools");
+    options.tool_choice = json_option(o.tool_choice, "--tool-choice");
+    options.response_format = json_option(o.response_format, "--response-format");
     const nlohmann::ordered_json messages = chat_messages(o);
-    ids = chat->render(messages, options).tokens;
+    try {
+      ids = chat->render(messages, options).tokens;
+    } catch (const ChatOptionError& e) {
+      fail(e.field(), ": ", e.what());
+    }
     if (o.render) std::printf("%s\n", tokenizer->render_text(messages, options).c_str());
   } else {
     if (o.text.empty() && o.messages.empty()) fail("tokenize: give --text (or --chat with --text or --messages)");
@@ -79,8 +97,12 @@ Command add_tokenize(CLI::App& app) {
   sub->add_flag("--json", options->json, "Print a JSON array instead of space-separated ids");
   sub->add_flag("--chat", options->chat, "Render --text as one user message with the model family's chat template");
   sub->add_option("--messages", options->messages, "Chat mode: the conversation as a JSON array of messages");
-  sub->add_option("--reasoning-effort", options->effort, "Chat mode: thinking effort (K3)")
-      ->check(CLI::IsMember({"low", "high", "max"}))
+  sub->add_option("--tools", options->tools, "Chat mode: the tools field of a chat request (a JSON array)");
+  sub->add_option("--tool-choice", options->tool_choice,
+                  "Chat mode: tool_choice as JSON (\"auto\", \"none\", \"required\" or {\"type\":\"function\",...})");
+  sub->add_option("--response-format", options->response_format, "Chat mode: response_format as JSON");
+  sub->add_option("--reasoning-effort", options->effort, "Chat mode: thinking effort (OpenAI's levels; K3 maps them)")
+      ->check(CLI::IsMember({"minimal", "low", "medium", "high", "max"}))
       ->capture_default_str();
   sub->add_flag("--no-thinking", options->no_thinking, "Chat mode: non-thinking (response) generation prompt");
   sub->add_flag("--render", options->render, "Chat mode: also print the rendered template text");

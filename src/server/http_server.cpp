@@ -46,8 +46,13 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
   return diff == 0 && !b.empty();
 }
 
-const char* finish_reason(Finish f, bool stopped_by_string) {
-  if (stopped_by_string || f == Finish::Eos) return "stop";
+// A turn that ended (end of message, or the one call parallel_tool_calls:
+// false allows) with tool calls finishes with "tool_calls"; one cut off by
+// max_tokens keeps "length" even with calls, and a stop string "stop".
+const char* finish_reason(Finish f, bool stopped_by_string, bool stopped_by_call, size_t tool_calls) {
+  if (stopped_by_string) return "stop";
+  if (stopped_by_call || (f == Finish::Eos && tool_calls > 0)) return "tool_calls";
+  if (f == Finish::Eos) return "stop";
   return "length";
 }
 
@@ -77,8 +82,14 @@ struct Job {
 struct JobResult {
   Outcome outcome;
   std::string reasoning, content;
+  std::vector<api::ToolCallOut> tool_calls;
   bool stopped_by_string = false;
+  bool stopped_by_call = false;  // parallel_tool_calls: false, and the first call is complete
   int64_t reasoning_tokens = 0;
+
+  std::string finish() const {
+    return finish_reason(outcome.finish, stopped_by_string, stopped_by_call, tool_calls.size());
+  }
 };
 
 // Runs one admitted job, handing what it shows to `emit` as it comes. `gone`
@@ -86,7 +97,8 @@ struct JobResult {
 JobResult run_job(Engine& engine, const Job& job, const std::function<bool(const api::OutputDelta&)>& emit,
                   const std::function<bool()>& gone) {
   JobResult r;
-  api::TurnText text = job.prompt.chat ? api::TurnText(engine.chat()->output(job.prompt.thinking), job.request.stop)
+  api::TurnText text = job.prompt.chat ? api::TurnText(engine.chat()->output(job.prompt.thinking), job.request.stop,
+                                                       !job.request.parallel_tool_calls)
                                        : api::TurnText(engine.text(), job.request.stop);
   bool emit_failed = false, left = false;
   auto cancelled = [&] { return emit_failed || (left = left || gone()); };
@@ -94,6 +106,10 @@ JobResult run_job(Engine& engine, const Job& job, const std::function<bool(const
     if (d.empty()) return;
     r.reasoning += d.reasoning;
     r.content += d.content;
+    for (const ToolCallDelta& call : d.tool_calls) {
+      if (call.begins) r.tool_calls.push_back({api::tool_call_id(job.head, call.index), call.name, ""});
+      r.tool_calls.at(call.index).arguments += call.arguments;
+    }
     if (!emit(d)) emit_failed = true;
   };
   r.outcome = engine.generate(
@@ -104,8 +120,9 @@ JobResult run_job(Engine& engine, const Job& job, const std::function<bool(const
         return !cancelled();
       },
       cancelled);
-  if (!text.stopped() && r.outcome.finish != Finish::Cancelled && !emit_failed && !left) show(text.finish());
-  r.stopped_by_string = text.stopped() && !emit_failed && !left;
+  if (!text.stopped_by_string() && r.outcome.finish != Finish::Cancelled && !emit_failed && !left) show(text.finish());
+  r.stopped_by_string = text.stopped_by_string() && !emit_failed && !left;
+  r.stopped_by_call = text.stopped() && !text.stopped_by_string() && !emit_failed && !left;
   r.reasoning_tokens = text.reasoning_tokens();
   if (emit_failed || left) r.outcome.finish = Finish::Cancelled;  // a stop for a gone client is a cancel, always
   return r;
@@ -298,6 +315,12 @@ void stream_job(Engine& engine, Job& job, bool chat, http::Exchange& ex, int64_t
         if (chat) {
           if (!d.reasoning.empty()) write(api::sse_event(api::chat_chunk(job.head, {{"reasoning_content", d.reasoning}}, std::nullopt)));
           if (!d.content.empty()) write(api::sse_event(api::chat_chunk(job.head, {{"content", d.content}}, std::nullopt)));
+          for (const ToolCallDelta& call : d.tool_calls) {
+            if (!call.begins && call.arguments.empty()) continue;  // an end without a closing piece
+            write(api::sse_event(api::chat_chunk(
+                job.head, api::tool_call_chunk_delta(job.head, call.index, call.begins ? &call.name : nullptr, call.arguments),
+                std::nullopt)));
+          }
         } else {
           write(api::sse_event(api::text_chunk(job.head, d.content, std::nullopt)));
         }
@@ -313,7 +336,7 @@ void stream_job(Engine& engine, Job& job, bool chat, http::Exchange& ex, int64_t
     if (stopping() && !ex.peer_closed()) write(api::sse_event(shutting_down().body()));
     return;  // no end chunk: the stream is cut, so a client never mistakes it for a whole answer
   }
-  const std::string reason = finish_reason(r.outcome.finish, r.stopped_by_string);
+  const std::string reason = r.finish();
   write(api::sse_event(chat ? api::chat_chunk(job.head, json::object(), reason) : api::text_chunk(job.head, "", reason)));
   if (job.request.include_usage) write(api::sse_event(api::usage_chunk(job.head, chat, usage_of(r))));
   write(api::sse_done());
@@ -353,7 +376,7 @@ void ApiServer::handle_generation(api::Endpoint endpoint, http::Exchange& ex) {
                    j.head.id.c_str(), static_cast<long long>(r.outcome.prompt_tokens),
                    static_cast<long long>(r.outcome.cached_tokens), static_cast<long long>(r.outcome.disk_tokens),
                    static_cast<long long>(r.outcome.completion_tokens),
-                   r.outcome.finish == Finish::Cancelled ? "cancelled" : finish_reason(r.outcome.finish, r.stopped_by_string), s);
+                   r.outcome.finish == Finish::Cancelled ? "cancelled" : r.finish().c_str(), s);
   };
   // The signal may reach the engine (its shutdown flag) a moment before
   // stop() reaches this server: either one means stopping.
@@ -373,9 +396,9 @@ void ApiServer::handle_generation(api::Endpoint endpoint, http::Exchange& ex) {
     if (stopping()) throw shutting_down();
     return ex.abandon();  // client gone: nothing reaches it
   }
-  const std::string reason = finish_reason(r.outcome.finish, r.stopped_by_string);
+  const std::string reason = r.finish();
   send_json(ex, 200,
-            chat ? api::chat_completion(job->head, r.reasoning, r.content, reason, usage_of(r))
+            chat ? api::chat_completion(job->head, r.reasoning, r.content, r.tool_calls, reason, usage_of(r))
                  : api::text_completion(job->head, r.content, reason, usage_of(r)));
 }
 

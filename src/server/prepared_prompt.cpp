@@ -15,10 +15,15 @@ PreparedPrompt prepare_prompt(const Engine& engine, const api::GenerationRequest
     ChatTurnOptions o;
     o.thinking = true;  // the model answers with a reasoning block; reasoning_effort, where the family has levels, sets its length
     o.reasoning_effort = r.reasoning_effort;
+    o.tools = r.tools;
+    o.tool_choice = r.tool_choice;
+    o.response_format = r.response_format;
     try {
       RenderedChat rendered = chat->render(r.messages, o);
       p.tokens = std::move(rendered.tokens);
       p.thinking = rendered.thinking;
+    } catch (const ChatOptionError& e) {
+      throw ApiError(400, cat("Unsupported value for '", e.field(), "': ", e.what()), e.field(), "unsupported_value");
     } catch (const Error& e) {
       throw ApiError(400, std::string("messages: ") + e.what(), "messages", "invalid_messages");
     }

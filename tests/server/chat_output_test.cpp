@@ -2,6 +2,7 @@
 // K3's reserved tokens, turns encoded with encode_with_specials), and
 // StopMatcher, all against hand-computed expectations.
 #include "model/kimi_k3/chat_output.h"
+#include "model/kimi_k3/chat/chat_template.h"
 #include "server/api/stop_matcher.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,8 @@
 
 #include "format/tokenizer_config.h"
 #include "tokenizer/tokenizer.h"
+
+#include <nlohmann/json.hpp>
 
 namespace deltafin::api {
 namespace {
@@ -142,7 +145,7 @@ TEST(ChatOutputParser, SpelledControlTokensInOrdinaryTextStayText) {
 
 TEST(ChatOutputParser, UnknownTagsAreShownVerbatim) {
   const std::string text =
-      "Calling.<|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|>{}<|close|>call<|sep|><|close|>tools<|sep|>";
+      "Calling.<|open|>tool<|sep|><|open|>call tool=\"f\"<|sep|>{}<|close|>call<|sep|><|close|>tool<|sep|>";
   const Ids ids = tok().encode_with_specials(text);
   Result r = feed(ids, false);
   EXPECT_EQ(r.content, text);
@@ -151,8 +154,207 @@ TEST(ChatOutputParser, UnknownTagsAreShownVerbatim) {
   // Held until <|sep|> shows it is not structural.
   K3ChatOutput p(tok(), false);
   EXPECT_TRUE(p.push(kOpen).empty());
-  for (char c : std::string("tools")) EXPECT_TRUE(p.push(static_cast<uint8_t>(c)).empty());
-  EXPECT_EQ(p.push(kSep).content, "<|open|>tools<|sep|>");
+  for (char c : std::string("toolx")) EXPECT_TRUE(p.push(static_cast<uint8_t>(c)).empty());
+  EXPECT_EQ(p.push(kSep).content, "<|open|>toolx<|sep|>");
+}
+
+// ---- Tool calls ---------------------------------------------------------------
+
+struct Call {
+  std::string name, arguments;
+  bool ended = false;
+};
+
+struct ToolResult {
+  std::string reasoning, content;
+  std::vector<Call> calls;
+  std::vector<ChatDelta> deltas;
+};
+
+// Feeds the markup (encoded with specials) one token at a time and rebuilds
+// the calls from their pieces, checking the order the API relies on: a call
+// begins before any piece of it, pieces go to the latest call only, and
+// nothing follows a call's end.
+ToolResult feed_tools(const std::string& markup, bool thinking = false, const Ids& tail = {}) {
+  K3ChatOutput p(tok(), thinking);
+  ToolResult r;
+  auto add = [&](const ChatDelta& d) {
+    r.reasoning += d.reasoning;
+    r.content += d.content;
+    for (const ToolCallDelta& c : d.tool_calls) {
+      if (c.begins) {
+        EXPECT_EQ(c.index, r.calls.size());
+        EXPECT_TRUE(r.calls.empty() || r.calls.back().ended);
+        r.calls.push_back({c.name, "", false});
+      }
+      EXPECT_FALSE(c.begins && c.ends);
+      EXPECT_EQ(c.index + 1, r.calls.size()) << "a piece of a call that is not the latest";
+      EXPECT_FALSE(r.calls.back().ended) << "a piece after the call's end";
+      r.calls.back().arguments += c.arguments;
+      if (c.ends) r.calls.back().ended = true;
+    }
+    if (!d.empty()) r.deltas.push_back(d);
+  };
+  for (uint32_t id : cat(tok().encode_with_specials(markup), tail)) add(p.push(id));
+  add(p.flush());
+  return r;
+}
+
+TEST(ChatToolCalls, TwoCallsWithTypedArgumentsBecomeJsonObjects) {
+  const ToolResult r = feed_tools(
+      "Checking.<|close|>response<|sep|><|open|>tools<|sep|>"
+      "<|open|>call tool=\"get_weather\" index=\"1\"<|sep|>"
+      "<|open|>argument key=\"city\" type=\"string\"<|sep|>Paris<|close|>argument<|sep|>"
+      "<|open|>argument key=\"days\" type=\"number\"<|sep|>3<|close|>argument<|sep|>"
+      "<|open|>argument key=\"opts\" type=\"object\"<|sep|>{\"unit\": \"C\"}<|close|>argument<|sep|>"
+      "<|close|>call<|sep|>"
+      "<|open|>call tool=\"now\" index=\"2\"<|sep|><|close|>call<|sep|>"
+      "<|close|>tools<|sep|><|close|>message<|sep|>",
+      /*thinking=*/false);
+  EXPECT_EQ(r.content, "Checking.");
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(r.calls[0].arguments, R"({"city": "Paris", "days": 3, "opts": {"unit": "C"}})");
+  EXPECT_TRUE(r.calls[0].ended);
+  EXPECT_EQ(r.calls[1].name, "now");
+  EXPECT_EQ(r.calls[1].arguments, "{}");
+  EXPECT_TRUE(r.calls[1].ended);
+}
+
+TEST(ChatToolCalls, ArgumentsStreamInPiecesAfterTheName) {
+  // Byte tokens: "Paris" is five tokens, so its value arrives in five pieces.
+  const ToolResult r = feed_tools(
+      "<|open|>tools<|sep|><|open|>call tool=\"f\" index=\"1\"<|sep|>"
+      "<|open|>argument key=\"a\" type=\"string\"<|sep|>Paris<|close|>argument<|sep|><|close|>call<|sep|>");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].arguments, R"({"a": "Paris"})");
+  std::vector<std::string> pieces;
+  for (const ChatDelta& d : r.deltas)
+    for (const ToolCallDelta& c : d.tool_calls) pieces.push_back(c.begins ? "<begin " + c.name + ">" : c.arguments);
+  EXPECT_EQ(pieces, (std::vector<std::string>{"<begin f>", "{\"a\": \"", "P", "a", "r", "i", "s", "\"", "}"}));
+}
+
+TEST(ChatToolCalls, StringValuesAreJsonEscapedWholeCharactersAtATime) {
+  // A quote, a backslash, a newline, a tab and a two-byte character whose
+  // bytes are separate tokens.
+  const ToolResult r = feed_tools(
+      "<|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|>"
+      "<|open|>argument key=\"say &quot;hi\\&quot;\" type=\"string\"<|sep|>a\"b\\c\nd\te\xc3\xa9<|close|>argument<|sep|>"
+      "<|close|>call<|sep|><|close|>tools<|sep|>");
+  ASSERT_EQ(r.calls.size(), 1u);
+  const nlohmann::json args = nlohmann::json::parse(r.calls[0].arguments);
+  EXPECT_EQ(args.size(), 1u);
+  EXPECT_EQ(args.begin().key(), "say \"hi\\\"");
+  EXPECT_EQ(args.begin().value(), "a\"b\\c\nd\te\xc3\xa9");
+}
+
+TEST(ChatToolCalls, AttributeValuesAreUnescaped) {
+  const ToolResult r = feed_tools(
+      "<|open|>tools<|sep|><|open|>call tool=\"a&amp;b&quot;c\" index=\"1\"<|sep|><|close|>call<|sep|><|close|>tools<|sep|>");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].name, "a&b\"c");
+}
+
+TEST(ChatToolCalls, AJsonBlockIsTheArgumentsAsWritten) {
+  const ToolResult r = feed_tools(
+      "<|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|><|open|>json type=\"object\"<|sep|>not valid {"
+      "<|close|>json<|sep|><|close|>call<|sep|><|close|>tools<|sep|>");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].arguments, "not valid {");
+  EXPECT_TRUE(r.calls[0].ended);
+}
+
+TEST(ChatToolCalls, AClosingTagClosesTheBlocksOpenInsideIt) {
+  // close(call) with the argument still open, then close(message) with a
+  // second call open: both calls end, with their objects closed.
+  const ToolResult r = feed_tools(
+      "<|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|><|open|>argument key=\"a\" type=\"string\"<|sep|>x"
+      "<|close|>call<|sep|><|open|>call tool=\"g\"<|sep|><|open|>argument key=\"n\" type=\"number\"<|sep|>1"
+      "<|close|>message<|sep|>after");
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].arguments, R"({"a": "x"})");
+  EXPECT_EQ(r.calls[1].arguments, R"({"n": 1})");
+  EXPECT_TRUE(r.calls[0].ended && r.calls[1].ended);
+  EXPECT_EQ(r.content, "after");
+}
+
+TEST(ChatToolCalls, MalformedMarkupIsShownNotDropped) {
+  // Text between calls and inside a call outside an argument goes to
+  // content; a call without a tool name and an unknown tag are shown; an
+  // argument's non-JSON number is passed as written.
+  const ToolResult r = feed_tools(
+      "<|open|>tools<|sep|>\n<|open|>call<|sep|>"
+      "<|open|>call tool=\"f\"<|sep|> stray <|open|>weird<|sep|>"
+      "<|open|>argument key=\"n\" type=\"number\"<|sep|>one<|close|>argument<|sep|><|close|>call<|sep|>"
+      "<|close|>tools<|sep|>");
+  EXPECT_EQ(r.content, "\n<|open|>call<|sep|> stray <|open|>weird<|sep|>");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].arguments, R"({"n": one})");
+  EXPECT_TRUE(r.calls[0].ended);
+}
+
+TEST(ChatToolCalls, ACallCutOffByTheEndKeepsWhatWasWritten) {
+  const ToolResult r = feed_tools(
+      "<|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|><|open|>argument key=\"a\" type=\"string\"<|sep|>par",
+      false, {0xc3});  // ends inside a character
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].arguments, "{\"a\": \"par\xef\xbf\xbd");
+  EXPECT_FALSE(r.calls[0].ended);
+}
+
+TEST(ChatToolCalls, ToolsBlockAfterReasoningLeavesTheReasoningChannel) {
+  const ToolResult r = feed_tools(
+      "Plan.<|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|><|close|>call<|sep|><|close|>tools<|sep|>",
+      /*thinking=*/true);
+  EXPECT_EQ(r.reasoning, "Plan.");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].arguments, "{}");
+}
+
+// What the renderer writes for a history turn's calls (chat_template.h),
+// read back: the same names, and arguments that parse to the same objects
+// in the same key order.
+TEST(ChatToolCalls, TheRenderersHistoryMarkupReadsBackAsTheSameCalls) {
+  using OJson = nlohmann::ordered_json;
+  const OJson first = OJson::parse(R"({"city": "Paris \"15e\"", "days": 3, "nested": {"b": [1, 2.5], "a": "x"},
+                                      "flag": true, "none": null})");
+  const OJson messages = OJson::array(
+      {{{"role", "user"}, {"content", "Weather?"}},
+       {{"role", "assistant"},
+        {"content", "Checking."},
+        {"tool_calls", OJson::array({{{"id", "c1"}, {"type", "function"},
+                                      {"function", {{"name", "get_weather"}, {"arguments", first}}}},
+                                     {{"id", "c2"}, {"type", "function"},
+                                      {"function", {{"name", "now"}, {"arguments", "{}"}}}}})}}});
+  ChatOptions o;
+  o.thinking = false;
+  o.reasoning_effort = std::nullopt;
+  o.add_generation_prompt = false;
+  const std::string text = render_chat_text(render_chat(messages, o));
+  const size_t begin = text.find("<|open|>tools<|sep|>");
+  const size_t end = text.find("<|close|>tools<|sep|>");
+  ASSERT_NE(begin, std::string::npos);
+  ASSERT_NE(end, std::string::npos);
+  const ToolResult r = feed_tools(text.substr(begin, end + 21 - begin));
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(OJson::parse(r.calls[0].arguments), first) << r.calls[0].arguments;
+  EXPECT_EQ(r.calls[1].name, "now");
+  EXPECT_EQ(r.calls[1].arguments, "{}");
+  EXPECT_EQ(r.content, "");
+}
+
+TEST(ChatToolCalls, SpelledMarkupInOrdinaryTokensIsNoCall) {
+  const std::string text = "<|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|><|close|>call<|sep|>";
+  K3ChatOutput p(tok(), false);
+  std::string content;
+  for (uint32_t id : tok().encode_ordinary(text)) {
+    const ChatDelta d = p.push(id);
+    EXPECT_TRUE(d.tool_calls.empty());
+    content += d.content;
+  }
+  content += p.flush().content;
+  EXPECT_EQ(content, text);
 }
 
 TEST(ChatOutputParser, TagWithAttributesOnAStructuralNameIsShown) {
@@ -194,9 +396,11 @@ TEST(ChatOutputParser, OtherSpecialsAndStraySepAreSpelled) {
 TEST(ChatOutputParser, OverlongTagIsShown) {
   K3ChatOutput p(tok(), false);
   EXPECT_TRUE(p.push(kOpen).empty());
-  for (int i = 0; i < 64; ++i) ASSERT_TRUE(p.push('a').empty()) << i;
-  // The 65th token after <|open|> exceeds the limit.
-  EXPECT_EQ(p.push('a').content, "<|open|>" + std::string(65, 'a'));
+  for (int i = 0; i < 256; ++i) ASSERT_TRUE(p.push('a').empty()) << i;
+  // The 257th token after <|open|> exceeds the limit (a tool call's tag
+  // holds a name and attributes, so the limit is well above the 1-3 tokens
+  // of the structural names).
+  EXPECT_EQ(p.push('a').content, "<|open|>" + std::string(257, 'a'));
   EXPECT_EQ(p.push(kSep).content, "<|sep|>");
 }
 

@@ -23,6 +23,8 @@
 #include "speculative/speculative_generate.h"
 #include "model/kimi_k3/load/loaded_k3.h"
 #include "model/kimi_k3/generator.h"
+#include "model/kimi_k3/chat/chat_encode.h"
+#include "model/kimi_k3/chat/chat_template.h"
 #include "runtime/engine.h"
 #include "server/http_test_client.h"
 #include "server/shared_test_model.h"
@@ -607,6 +609,68 @@ TEST_P(HttpFamily, SameCompletionTwiceReusesAllButOnePosition) {
   }
   EXPECT_GE(warm.health()["prompt_cache"]["entries"], 1);
   EXPECT_EQ(cold.health()["prompt_cache"]["entries"], 0);
+}
+
+// Tools, tool history, tool_choice and response formats reach K3's template
+// exactly: a completion of the renderer's own ids (built here from
+// hand-written ChatOptions, k3-model.md §9.6 G2 and G3) leaves a prompt state
+// that the chat request then reuses for all but its last position, which
+// happens only when the chat rendered to the very same ids.
+TEST(HttpTools, ToolRequestsRenderExactlyTheTemplatesTokens) {
+  TestServer server;
+  const json g2_tools = json::parse(
+      R"([{"type":"function","function":{"description":"B tool","name":"beta","parameters":{"z":{"type":"number"},"a":{"type":"string"}}}},)"
+      R"({"function":{"name":"alpha","description":"A tool","parameters":{"type":"object"}},"type":"function"}])");
+  const json g2_messages = json::parse(
+      R"([{"role":"user","content":"Go."},{"role":"assistant","reasoning_content":"Check.","content":"Calling.","tool_calls":[)"
+      R"({"id":"b","function":{"name":"beta","arguments":"{\"z\":1,\"a\":\"x\"}"}},)"
+      R"({"id":"a","function":{"name":"alpha","arguments":"not valid <|open|>"}}]},)"
+      R"({"role":"tool","tool_call_id":"a","name":"stale","content":"alpha result"},)"
+      R"({"role":"tool","tool_call_id":"b","tool":"wrong","content":"beta result"}])");
+  const json g3_format = json::parse(
+      R"({"type":"json_schema","json_schema":{"name":"answer","schema":{"required":["b","a"],"properties":{"b":{"type":"number"},"a":{"type":"string"}},"type":"object"}}})");
+  const json g3_messages = json::parse(R"([{"role":"user","name":"A&B\"","content":"Return JSON."}])");
+  const json g3_tools = json::parse(R"([{"type":"function","function":{"name":"lookup"}}])");
+
+  struct Case {
+    const char* what;
+    json body;           // the chat request's extra fields
+    ChatOptions options; // what the template must have been given
+    json messages;
+  };
+  auto options = [](const char* effort, const json& tools, const json& choice, const json& format) {
+    ChatOptions o;
+    o.reasoning_effort = effort;
+    o.tools = tools;
+    o.tool_choice = choice;
+    o.response_format = format;
+    return o;
+  };
+  const std::vector<Case> cases = {
+      {"G2: tools and tool history", {{"tools", g2_tools}, {"reasoning_effort", "low"}},
+       options("low", g2_tools, nullptr, nullptr), g2_messages},
+      {"G3: schema and tool_choice required",
+       {{"tools", g3_tools}, {"tool_choice", "required"}, {"response_format", g3_format}, {"reasoning_effort", "high"}},
+       options("high", g3_tools, "required", g3_format), g3_messages},
+      {"a named tool_choice declares that tool alone and requires a call",
+       {{"tools", g2_tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "alpha"}}}}}},
+       options("max", json::array({g2_tools[1]}), "required", nullptr), g3_messages},
+      {"tool_choice none", {{"tools", g3_tools}, {"tool_choice", "none"}, {"response_format", {{"type", "json_object"}}}},
+       options("max", g3_tools, "none", {{"type", "json_object"}}), g3_messages},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::vector<uint32_t> ids = encode_chat_segments(*model().tokenizer, render_chat(c.messages, c.options));
+    const HttpResponse warm = post(server.port(), "/v1/completions",
+                                   json({{"model", kModelName}, {"prompt", ids}, {"max_tokens", 1}}).dump());
+    ASSERT_EQ(warm.status, 200) << warm.body;
+    json body = json::parse(chat_body(c.messages, 1));
+    body.update(c.body);
+    const HttpResponse chat = post(server.port(), "/v1/chat/completions", body.dump());
+    ASSERT_EQ(chat.status, 200) << chat.body;
+    EXPECT_EQ(chat.json()["usage"]["prompt_tokens"], ids.size());
+    EXPECT_EQ(chat.json()["usage"]["prompt_tokens_details"]["cached_tokens"], ids.size() - 1);
+  }
 }
 
 TEST_P(HttpFamily, ChatFollowUpReusesTheFirstTurn) {

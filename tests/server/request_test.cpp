@@ -149,14 +149,56 @@ std::vector<Bad> bad_cases() {
       {"reasoning_effort huge", C, chat(R"("reasoning_effort":"huge")"), 400, "reasoning_effort", "invalid_value",
        R"(expected "minimal", "low", "medium", "high" or "max", but got a string ("huge"))"},
       {"reasoning_effort number", C, chat(R"("reasoning_effort":1)"), 400, "reasoning_effort", "invalid_type", "expected a string"},
-      {"tools", C, chat(R"("tools":[{"type":"function","function":{"name":"f"}}])"), 400, "tools", "unsupported_value",
-       "tools are not supported yet"},
-      {"empty tools", C, chat(R"("tools":[])"), 400, "tools", "unsupported_value", "tools are not supported"},
-      {"tool_choice", C, chat(R"("tool_choice":"auto")"), 400, "tool_choice", "unsupported_value", "tool_choice is not supported"},
-      {"parallel_tool_calls", C, chat(R"("parallel_tool_calls":false)"), 400, "parallel_tool_calls", "unsupported_value",
-       "parallel_tool_calls is not supported"},
-      {"response_format", C, chat(R"("response_format":{"type":"json_object"})"), 400, "response_format.type",
-       "unsupported_value", "only {\"type\": \"text\"} is supported"},
+      // tools, tool_choice, parallel_tool_calls, response_format.
+      {"empty tools", C, chat(R"("tools":[])"), 400, "tools", "invalid_value", "expected 1 to 128 tools, but got 0"},
+      {"tools object", C, chat(R"("tools":{})"), 400, "tools", "invalid_type", "an array of tools"},
+      {"tool not object", C, chat(R"("tools":["f"])"), 400, "tools[0]", "invalid_type", "a tool object"},
+      {"tool no type", C, chat(R"("tools":[{"function":{"name":"f"}}])"), 400, "tools[0].type", "missing_required_parameter", ""},
+      {"tool custom", C, chat(R"("tools":[{"type":"custom","function":{"name":"f"}}])"), 400, "tools[0].type",
+       "unsupported_value", "only function tools"},
+      {"tool extra key", C, chat(R"("tools":[{"type":"function","function":{"name":"f"},"x":1}])"), 400, "tools[0].x",
+       "unknown_field", ""},
+      {"tool no function", C, chat(R"("tools":[{"type":"function"}])"), 400, "tools[0].function",
+       "missing_required_parameter", ""},
+      {"tool no name", C, chat(R"("tools":[{"type":"function","function":{}}])"), 400, "tools[0].function.name",
+       "missing_required_parameter", ""},
+      {"tool bad name", C, chat(R"("tools":[{"type":"function","function":{"name":"a b"}}])"), 400,
+       "tools[0].function.name", "invalid_value", "1 to 64 characters of a-z"},
+      {"tool long name", C, chat(R"("tools":[{"type":"function","function":{"name":")" + std::string(65, 'a') + R"("}}])"),
+       400, "tools[0].function.name", "invalid_value", "1 to 64 characters"},
+      {"tool params array", C, chat(R"("tools":[{"type":"function","function":{"name":"f","parameters":[]}}])"), 400,
+       "tools[0].function.parameters", "invalid_type", "a JSON Schema object"},
+      {"tool function extra", C, chat(R"("tools":[{"type":"function","function":{"name":"f","returns":1}}])"), 400,
+       "tools[0].function.returns", "unknown_field", ""},
+      {"tool strict string", C, chat(R"("tools":[{"type":"function","function":{"name":"f","strict":"yes"}}])"), 400,
+       "tools[0].function.strict", "invalid_type", "a boolean"},
+      {"tool twice", C, chat(R"("tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}])"),
+       400, "tools[1]", "invalid_value", "declared twice (also tools[0])"},
+      {"tool_choice unknown", C, chat(R"("tool_choice":"always")"), 400, "tool_choice", "invalid_value",
+       R"(expected "none", "auto", "required" or a named function)"},
+      {"tool_choice required without tools", C, chat(R"("tool_choice":"required")"), 400, "tool_choice", "invalid_value",
+       "needs tools"},
+      {"tool_choice named undeclared", C,
+       chat(R"("tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}})"),
+       400, "tool_choice.function.name", "invalid_value", "'g' is not one of the functions in tools"},
+      {"tool_choice named without tools", C, chat(R"("tool_choice":{"type":"function","function":{"name":"g"}})"), 400,
+       "tool_choice.function.name", "invalid_value", "not one of the functions"},
+      {"tool_choice number", C, chat(R"("tool_choice":1)"), 400, "tool_choice", "invalid_type", "a string or"},
+      {"tool_choice allowed_tools", C, chat(R"("tool_choice":{"type":"allowed_tools"})"), 400, "tool_choice.type",
+       "unsupported_value", "only \"function\""},
+      {"parallel_tool_calls string", C, chat(R"("parallel_tool_calls":"no")"), 400, "parallel_tool_calls", "invalid_type",
+       "a boolean"},
+      {"response_format unknown", C, chat(R"("response_format":{"type":"yaml"})"), 400, "response_format.type",
+       "invalid_value", R"(expected "text", "json_object" or "json_schema")"},
+      {"json_schema missing", C, chat(R"("response_format":{"type":"json_schema"})"), 400, "response_format.json_schema",
+       "missing_required_parameter", ""},
+      {"json_schema no name", C, chat(R"("response_format":{"type":"json_schema","json_schema":{"schema":{}}})"), 400,
+       "response_format.json_schema.name", "missing_required_parameter", ""},
+      {"json_schema schema string", C,
+       chat(R"("response_format":{"type":"json_schema","json_schema":{"name":"a","schema":"x"}})"), 400,
+       "response_format.json_schema.schema", "invalid_type", "a JSON Schema object"},
+      {"json_object extra key", C, chat(R"("response_format":{"type":"json_object","schema":{}})"), 400,
+       "response_format.schema", "unknown_field", ""},
       {"response_format extra key", C, chat(R"("response_format":{"type":"text","x":1})"), 400, "response_format.x",
        "unknown_field", ""},
       // messages.
@@ -310,6 +352,9 @@ void expect_renders(const GenerationRequest& req) {
     ChatOptions options;
     options.thinking = thinking;
     options.reasoning_effort = k3_effort_for(req.reasoning_effort);
+    options.tools = Json::parse(req.tools.dump());
+    options.tool_choice = Json::parse(req.tool_choice.dump());
+    options.response_format = Json::parse(req.response_format.dump());
     EXPECT_NO_THROW((void)render_chat(req.messages, options)) << req.messages.dump();
   }
 }
@@ -375,6 +420,32 @@ TEST(Request, ReasoningEffortKeepsOpenAiLevelsAndK3MapsThem) {
     expect_renders(r);
   }
   EXPECT_EQ(k3_reasoning_level("huge"), "");
+}
+
+TEST(Request, ToolsToolChoiceAndResponseFormatAreKeptForTheTemplate) {
+  const GenerationRequest r = parse_ok(
+      C, chat(R"("tools":[{"type":"function","function":{"name":"get_weather","description":"d","strict":true,)"
+              R"("parameters":{"type":"object","properties":{"city":{"type":"string"}}}}},)"
+              R"({"type":"function","function":{"name":"now"}}],)"
+              R"("tool_choice":{"type":"function","function":{"name":"now"}},"parallel_tool_calls":false,)"
+              R"("response_format":{"type":"json_schema","json_schema":{"name":"a_1","strict":true,"schema":{"type":"object"}}})"));
+  ASSERT_EQ(r.tools.size(), 2u);
+  EXPECT_EQ(r.tools[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(r.tool_choice["function"]["name"], "now");
+  EXPECT_FALSE(r.parallel_tool_calls);
+  EXPECT_EQ(r.response_format["json_schema"]["name"], "a_1");
+  expect_renders(r);
+  for (const char* choice : {R"("none")", R"("auto")", R"("required")"}) {
+    const GenerationRequest c =
+        parse_ok(C, chat(std::string(R"("tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":)") + choice));
+    EXPECT_EQ(c.tool_choice.dump(), choice);
+    EXPECT_TRUE(c.parallel_tool_calls);
+    expect_renders(c);
+  }
+  // "none" and "auto" need no tools; a text format is no format.
+  EXPECT_EQ(parse_ok(C, chat(R"("tool_choice":"none")")).tool_choice, "none");
+  EXPECT_TRUE(parse_ok(C, chat(R"("response_format":{"type":"text"})")).response_format.is_null());
+  EXPECT_EQ(parse_ok(C, chat(R"("response_format":{"type":"json_object"})")).response_format["type"], "json_object");
 }
 
 TEST(Request, DeveloperIsRenderedAsSystem) {

@@ -9,9 +9,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "util/error.h"
 
 namespace deltafin {
 
@@ -22,6 +25,25 @@ struct ChatTurnOptions {
   // low, high, max) or has no such knob and ignores it (Qwen3: thinking on
   // or off only).
   std::optional<std::string> reasoning_effort;
+  // The request's tool declarations (null or a non-empty array of OpenAI
+  // {"type": "function", "function": {name, description?, parameters?}}),
+  // tool_choice (null, "auto", "none", "required" or {"type": "function",
+  // "function": {"name"}}) and response_format (null or {"type": "text" |
+  // "json_object" | "json_schema", ...}), validated by the API layer. A
+  // family renders what its template can express and refuses the rest with
+  // a ChatOptionError naming the field.
+  nlohmann::ordered_json tools, tool_choice, response_format;
+};
+
+// A request option the family's template cannot express: `field` is the
+// request field ("tool_choice", "response_format.type", ...).
+class ChatOptionError : public Error {
+public:
+  ChatOptionError(std::string field, const std::string& message) : Error(message), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+private:
+  std::string field_;
 };
 
 struct RenderedChat {
@@ -29,11 +51,26 @@ struct RenderedChat {
   bool thinking = false;  // generation starts inside the reasoning block
 };
 
-// Text to show after one token, per channel.
+// A piece of one tool call the model is writing. A call's first piece has
+// `begins` and its function name; later ones carry its arguments (a JSON
+// object's text, in pieces as the model writes them); the last has `ends`
+// (a call cut off by the end of generation never gets one).
+struct ToolCallDelta {
+  size_t index = 0;  // the call's number in the turn, from 0
+  bool begins = false;
+  bool ends = false;
+  std::string name;       // with `begins`
+  std::string arguments;  // the next piece of the arguments text
+
+  bool operator==(const ToolCallDelta&) const = default;
+};
+
+// Text to show after one token, per channel, and tool-call pieces.
 struct ChatDelta {
   std::string reasoning;
   std::string content;
-  bool empty() const { return reasoning.empty() && content.empty(); }
+  std::vector<ToolCallDelta> tool_calls;
+  bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
 };
 
 // One assistant turn's tokens -> text, incrementally (UTF-8 is decoded as it

@@ -8,10 +8,28 @@ namespace deltafin {
 
 namespace {
 
+nlohmann::json unordered(const nlohmann::ordered_json& j) { return nlohmann::json::parse(j.dump()); }
+
+// The request's options as K3's template takes them. Declarations and
+// schemas are rendered with sorted keys, so their order does not matter.
+// A named tool_choice has no message of its own in K3's template (§9.2):
+// it becomes the one tool declared plus tool_choice=required, which asks
+// the model for a call of exactly that function (nothing enforces it).
 ChatOptions k3_options(const ChatTurnOptions& options) {
   ChatOptions o;
   o.thinking = options.thinking;
   o.reasoning_effort = k3_effort_for(options.reasoning_effort);
+  o.tools = unordered(options.tools);
+  o.tool_choice = unordered(options.tool_choice);
+  o.response_format = unordered(options.response_format);
+  if (o.tool_choice.is_object()) {
+    const nlohmann::json name = o.tool_choice["function"]["name"];
+    nlohmann::json chosen = nlohmann::json::array();
+    for (const nlohmann::json& tool : o.tools)
+      if (tool.contains("function") && tool["function"].value("name", nlohmann::json()) == name) chosen.push_back(tool);
+    o.tools = chosen;
+    o.tool_choice = "required";
+  }
   return o;
 }
 

@@ -111,6 +111,10 @@ std::string split_reasoning(const Json& m, std::string& content) {
 
 RenderedChat Qwen3ChatFormat::render(const Json& messages, const ChatTurnOptions& options) const {
   if (!messages.is_array() || messages.empty()) fail("messages: expected a non-empty array");
+  if (!options.tools.is_null()) throw ChatOptionError("tools", "tools are not supported for Qwen3 models yet.");
+  if (!options.response_format.is_null())
+    throw ChatOptionError("response_format.type", "Qwen3's chat template has no way to ask for a response format, and "
+                                                 "deltafin does not constrain decoding; leave response_format out.");
   const size_t n = messages.size();
   for (size_t i = 0; i < n; ++i) {
     const Json& m = messages[i];

@@ -1,5 +1,9 @@
 #include "server/api/openai_format.h"
 
+#include <algorithm>
+
+#include "util/error.h"
+
 namespace deltafin::api {
 
 using nlohmann::json;
@@ -23,10 +27,18 @@ json usage_json(const Usage& u) {
 }
 
 json chat_completion(const ResponseHead& h, const std::string& reasoning, const std::string& content,
-                     const std::string& finish_reason, const Usage& usage) {
+                     const std::vector<ToolCallOut>& tool_calls, const std::string& finish_reason, const Usage& usage) {
   // refusal: null, as OpenAI sends it (the SDKs type it string | null): the model never refuses out of band.
-  json message = {{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
+  json message = {{"role", "assistant"},
+                  {"content", content.empty() && !tool_calls.empty() ? json(nullptr) : json(content)},
+                  {"refusal", nullptr}};
   if (!reasoning.empty()) message["reasoning_content"] = reasoning;
+  if (!tool_calls.empty()) {
+    json calls = json::array();
+    for (const ToolCallOut& c : tool_calls)
+      calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    message["tool_calls"] = calls;
+  }
   return {{"id", h.id},
           {"object", "chat.completion"},
           {"created", h.created},
@@ -34,6 +46,24 @@ json chat_completion(const ResponseHead& h, const std::string& reasoning, const 
           {"choices", json::array({{{"index", 0}, {"message", message}, {"logprobs", nullptr},
                                     {"finish_reason", finish_reason}}})},
           {"usage", usage_json(usage)}};
+}
+
+std::string tool_call_id(const ResponseHead& h, size_t index) {
+  std::string tail = h.id.substr(h.id.find('-') + 1);  // "chatcmpl-<start>-<n>" -> "<start>-<n>"
+  std::replace(tail.begin(), tail.end(), '-', '_');
+  return cat("call_", tail, "_", index);
+}
+
+json tool_call_chunk_delta(const ResponseHead& h, size_t index, const std::string* name, const std::string& arguments) {
+  json call = {{"index", index}};
+  if (name) {
+    call["id"] = tool_call_id(h, index);
+    call["type"] = "function";
+    call["function"] = {{"name", *name}, {"arguments", arguments}};
+  } else {
+    call["function"] = {{"arguments", arguments}};
+  }
+  return {{"tool_calls", json::array({call})}};
 }
 
 json chat_chunk(const ResponseHead& h, const json& delta, const std::optional<std::string>& finish_reason) {

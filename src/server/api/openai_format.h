@@ -26,12 +26,29 @@ struct ResponseHead {
   std::string model;
 };
 
-// finish_reason: "stop" (end of message or a stop string) or "length"
-// (max_tokens or the context is full).
+// One tool call of an answer, as the model wrote it.
+struct ToolCallOut {
+  std::string id;         // "call_..." (the server's; unique per server run)
+  std::string name;
+  std::string arguments;  // the JSON object's text as generated (it may not parse: see chat_output.h)
+};
+
+// finish_reason: "stop" (end of message or a stop string), "length"
+// (max_tokens or the context is full) or "tool_calls" (the turn ended with
+// calls). content is null when empty and there are tool calls, as OpenAI
+// sends it.
 nlohmann::json chat_completion(const ResponseHead& h, const std::string& reasoning, const std::string& content,
-                               const std::string& finish_reason, const Usage& usage);
-// One streamed chunk: delta is {"role"}, {"reasoning_content"} or {"content"};
-// finish_reason null until the last choice chunk.
+                               const std::vector<ToolCallOut>& tool_calls, const std::string& finish_reason,
+                               const Usage& usage);
+// The id of call #index (from 0) of response `h`.
+std::string tool_call_id(const ResponseHead& h, size_t index);
+// A streamed piece of call #index: the first ({"index", "id", "type",
+// "function": {"name", "arguments": ""}}) when `name` is set, else
+// {"index", "function": {"arguments"}}.
+nlohmann::json tool_call_chunk_delta(const ResponseHead& h, size_t index, const std::string* name,
+                                     const std::string& arguments);
+// One streamed chunk: delta is {"role"}, {"reasoning_content"}, {"content"}
+// or {"tool_calls"}; finish_reason null until the last choice chunk.
 nlohmann::json chat_chunk(const ResponseHead& h, const nlohmann::json& delta,
                           const std::optional<std::string>& finish_reason);
 nlohmann::json text_completion(const ResponseHead& h, const std::string& text, const std::string& finish_reason,

@@ -530,6 +530,136 @@ void check_messages(const Json& body) {
   check_tool_names(*messages);
 }
 
+// ---------------------------------------------------------------------------
+// Tools and response formats.
+
+constexpr size_t kMaxTools = 128;  // OpenAI's limit
+
+// OpenAI's rule for function and schema names: 1..64 of a-z, A-Z, 0-9, _ and -.
+void check_name(const Json& v, const std::string& path, std::string_view what) {
+  const std::string& name = string_field(v, path);
+  const bool ok = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+  if (!ok) {
+    invalid_value(path, cat(what, " must be 1 to 64 characters of a-z, A-Z, 0-9, '_' and '-', but got ", describe(v), "."));
+  }
+}
+
+void only_keys(const Json& object, const std::string& path, std::initializer_list<std::string_view> keys) {
+  for (auto it = object.begin(); it != object.end(); ++it)
+    if (std::find(keys.begin(), keys.end(), it.key()) == keys.end()) unknown(join(path, it.key()));
+}
+
+void check_tool(const Json& tool, const std::string& path) {
+  if (!tool.is_object()) invalid_type(path, "a tool object", tool);
+  only_keys(tool, path, {"type", "function"});
+  const Json* type = given(tool, "type");
+  if (!type) missing(join(path, "type"));
+  if (string_field(*type, join(path, "type")) != "function") {
+    unsupported(join(path, "type"), cat("only function tools are supported; got ", describe(*type), "."));
+  }
+  const std::string function_path = join(path, "function");
+  const Json* function = given(tool, "function");
+  if (!function) missing(function_path);
+  if (!function->is_object()) invalid_type(function_path, "an object", *function);
+  only_keys(*function, function_path, {"name", "description", "parameters", "strict"});
+  const Json* name = given(*function, "name");
+  if (!name) missing(join(function_path, "name"));
+  check_name(*name, join(function_path, "name"), "a function name");
+  if (const Json* d = given(*function, "description")) string_field(*d, join(function_path, "description"));
+  if (const Json* p = given(*function, "parameters")) {
+    if (!p->is_object()) invalid_type(join(function_path, "parameters"), "a JSON Schema object", *p);
+  }
+  if (const Json* strict = given(*function, "strict")) bool_field(*strict, join(function_path, "strict"));
+}
+
+void check_tools(const Json& body, GenerationRequest& req) {
+  const Json* tools = given(body, "tools");
+  if (!tools) return;
+  if (!tools->is_array()) invalid_type("tools", "an array of tools", *tools);
+  if (tools->empty() || tools->size() > kMaxTools) {
+    invalid_value("tools", cat("expected 1 to ", kMaxTools, " tools, but got ", tools->size(), " (leave tools out for none)."));
+  }
+  for (size_t i = 0; i < tools->size(); ++i) {
+    check_tool((*tools)[i], index("tools", i));
+    const std::string& name = (*tools)[i]["function"]["name"].get_ref<const std::string&>();
+    for (size_t j = 0; j < i; ++j) {
+      if ((*tools)[j]["function"]["name"] == name) {
+        invalid_value(index("tools", i), cat("the function name '", clip(name), "' is declared twice (also tools[", j, "])."));
+      }
+    }
+  }
+  req.tools = *tools;
+}
+
+void check_tool_choice(const Json& body, GenerationRequest& req) {
+  const Json* choice = given(body, "tool_choice");
+  if (!choice) return;
+  const bool has_tools = !req.tools.is_null();
+  if (choice->is_string()) {
+    const std::string& value = choice->get_ref<const std::string&>();
+    if (value != "none" && value != "auto" && value != "required") {
+      invalid_value("tool_choice", cat("expected \"none\", \"auto\", \"required\" or a named function, but got ",
+                                       describe(*choice), "."));
+    }
+    if (value == "required" && !has_tools) invalid_value("tool_choice", "\"required\" needs tools to choose from.");
+    req.tool_choice = *choice;
+    return;
+  }
+  if (!choice->is_object()) invalid_type("tool_choice", "a string or {\"type\": \"function\", \"function\": {\"name\"}}", *choice);
+  only_keys(*choice, "tool_choice", {"type", "function"});
+  const Json* type = given(*choice, "type");
+  if (!type) missing("tool_choice.type");
+  if (string_field(*type, "tool_choice.type") != "function") {
+    unsupported("tool_choice.type", cat("only \"function\" is supported; got ", describe(*type), "."));
+  }
+  const Json* function = given(*choice, "function");
+  if (!function) missing("tool_choice.function");
+  if (!function->is_object()) invalid_type("tool_choice.function", "an object", *function);
+  only_keys(*function, "tool_choice.function", {"name"});
+  const Json* name = given(*function, "name");
+  if (!name) missing("tool_choice.function.name");
+  const std::string& wanted = string_field(*name, "tool_choice.function.name");
+  const bool declared = has_tools && std::any_of(req.tools.begin(), req.tools.end(), [&](const Json& t) {
+                          return t["function"]["name"] == wanted;
+                        });
+  if (!declared) {
+    invalid_value("tool_choice.function.name", cat("'", clip(wanted), "' is not one of the functions in tools."));
+  }
+  req.tool_choice = *choice;
+}
+
+void check_response_format(const Json& body, GenerationRequest& req) {
+  const Json* format = given(body, "response_format");
+  if (!format) return;
+  if (!format->is_object()) invalid_type("response_format", "an object", *format);
+  const Json* type = given(*format, "type");
+  if (!type) missing("response_format.type");
+  const std::string& t = string_field(*type, "response_format.type");
+  if (t == "text" || t == "json_object") {
+    only_keys(*format, "response_format", {"type"});
+  } else if (t == "json_schema") {
+    only_keys(*format, "response_format", {"type", "json_schema"});
+    const Json* schema = given(*format, "json_schema");
+    if (!schema) missing("response_format.json_schema");
+    if (!schema->is_object()) invalid_type("response_format.json_schema", "an object", *schema);
+    only_keys(*schema, "response_format.json_schema", {"name", "description", "schema", "strict"});
+    const Json* name = given(*schema, "name");
+    if (!name) missing("response_format.json_schema.name");
+    check_name(*name, "response_format.json_schema.name", "a schema name");
+    if (const Json* d = given(*schema, "description")) string_field(*d, "response_format.json_schema.description");
+    if (const Json* s = given(*schema, "schema")) {
+      if (!s->is_object()) invalid_type("response_format.json_schema.schema", "a JSON Schema object", *s);
+    }
+    if (const Json* strict = given(*schema, "strict")) bool_field(*strict, "response_format.json_schema.strict");
+  } else {
+    invalid_value("response_format.type",
+                  cat("expected \"text\", \"json_object\" or \"json_schema\", but got ", describe(*type), "."));
+  }
+  if (t != "text") req.response_format = *format;
+}
+
 void check_chat_options(const Json& body, GenerationRequest& req) {
   if (const Json* effort = given(body, "reasoning_effort")) {
     const std::string& value = string_field(*effort, "reasoning_effort");
@@ -539,21 +669,10 @@ void check_chat_options(const Json& body, GenerationRequest& req) {
     }
     req.reasoning_effort = value;
   }
-  if (given(body, "tools")) unsupported("tools", "tools are not supported yet.");
-  if (given(body, "tool_choice")) unsupported("tool_choice", "tool_choice is not supported yet (tools are not).");
-  if (given(body, "parallel_tool_calls")) {
-    unsupported("parallel_tool_calls", "parallel_tool_calls is not supported yet (tools are not).");
-  }
-  if (const Json* format = given(body, "response_format")) {
-    if (!format->is_object()) invalid_type("response_format", "an object", *format);
-    const Json* type = given(*format, "type");
-    if (!type) missing("response_format.type");
-    for (auto it = format->begin(); it != format->end(); ++it)
-      if (it.key() != "type") unknown(join("response_format", it.key()));
-    if (string_field(*type, "response_format.type") != "text")
-      unsupported("response_format.type", cat("only {\"type\": \"text\"} is supported (output is not constrained); got ",
-                                              describe(*type), "."));
-  }
+  check_tools(body, req);
+  check_tool_choice(body, req);
+  if (const Json* parallel = given(body, "parallel_tool_calls")) req.parallel_tool_calls = bool_field(*parallel, "parallel_tool_calls");
+  check_response_format(body, req);
 }
 
 // ---------------------------------------------------------------------------

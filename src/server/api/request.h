@@ -22,11 +22,19 @@
 // is refused as unsupported too), and at their neutral values only
 // frequency_penalty and presence_penalty (0), logit_bias ({} or biases of 0).
 // Chat: messages (required), reasoning_effort ("minimal", "low", "medium",
-// "high", "max"; the family's chat format maps it), response_format ({"type":
-// "text"}), store (false), metadata (up to 16 string values: bookkeeping,
-// ignored), top_logprobs (0), service_tier ("auto", "default"), modalities
-// (["text"]); tools, tool_choice and parallel_tool_calls are refused as
-// unsupported. Completions: prompt (required: a non-empty string, or a
+// "high", "max"; the family's chat format maps it), tools (1..128 of
+// {"type": "function", "function": {name (1..64 of [A-Za-z0-9_-], unique),
+// description?, parameters? (an object), strict? (boolean)}}), tool_choice
+// ("none", "auto", "required" or {"type": "function", "function": {"name"}}
+// naming a declared tool; "required" and a name need tools), parallel_tool_calls
+// (boolean; false ends the turn after its first call), response_format
+// ({"type": "text"}, {"type": "json_object"} or {"type": "json_schema",
+// "json_schema": {name, description?, schema? (an object), strict?}}: the
+// family's template asks for the format; nothing constrains the output),
+// store (false), metadata (up to 16 string values: bookkeeping, ignored),
+// top_logprobs (0), service_tier ("auto", "default"), modalities (["text"]).
+// A family whose template cannot express one of these refuses it when the
+// prompt is prepared (400 naming the field). Completions: prompt (required: a non-empty string, or a
 // non-empty array of token ids < vocab_size; batches are refused), echo
 // (false), suffix (must be absent), best_of (1).
 //
@@ -85,6 +93,10 @@ struct GenerationRequest {
   // Chat: the messages exactly as given (validated), for render_chat().
   nlohmann::ordered_json messages;
   std::optional<std::string> reasoning_effort;  // OpenAI's level as given; unset: the family's default
+  // tools, tool_choice and response_format as given (validated; null when
+  // absent; a {"type": "text"} format is null), for the family's template.
+  nlohmann::ordered_json tools, tool_choice, response_format;
+  bool parallel_tool_calls = true;
 
   // Completion: text (encoded without special tokens) or token ids.
   std::optional<std::string> prompt_text;

@@ -21,8 +21,10 @@ using OutputDelta = ChatDelta;
 
 class TurnText {
 public:
-  // A chat turn: `chat` splits its tokens into channels.
-  TurnText(std::unique_ptr<ChatOutput> chat, std::vector<std::string> stops);
+  // A chat turn: `chat` splits its tokens into channels and tool calls.
+  // one_tool_call (parallel_tool_calls: false): the turn ends once its first
+  // tool call is complete, as a stop string would end it.
+  TurnText(std::unique_ptr<ChatOutput> chat, std::vector<std::string> stops, bool one_tool_call = false);
   // A raw completion: the tokens' bytes as text.
   TurnText(const TokenText& text, std::vector<std::string> stops);
 
@@ -30,8 +32,10 @@ public:
   OutputDelta push(uint32_t id);
   // End of generation (not after a stop): whatever was held back.
   OutputDelta finish();
-  // A stop string has completed: generation should end now.
-  bool stopped() const { return stop_.stopped(); }
+  // A stop string has completed, or the one tool call allowed has:
+  // generation should end now.
+  bool stopped() const { return stop_.stopped() || call_done_; }
+  bool stopped_by_string() const { return stop_.stopped(); }
   int64_t reasoning_tokens() const { return chat_ ? chat_->reasoning_tokens() : 0; }
 
 private:
@@ -40,6 +44,7 @@ private:
   std::unique_ptr<ChatOutput> chat_;
   std::optional<StreamDecoder> raw_;
   StopMatcher stop_;
+  bool one_tool_call_ = false, call_done_ = false;
 };
 
 }  // namespace deltafin::api
