@@ -4,6 +4,8 @@
 #include "model/kimi_k3/chat_output.h"
 #include "model/kimi_k3/chat/chat_template.h"
 #include "server/api/stop_matcher.h"
+#include "server/api/openai_format.h"
+#include "server/api/turn_text.h"
 
 #include <gtest/gtest.h>
 
@@ -484,6 +486,78 @@ TEST(ChatOutputParser, WithoutStructuralTagsAChannelGetsTheWholeDecode) {
     ASSERT_EQ(content.reasoning, "");
     ASSERT_EQ(content.reasoning_tokens, 0);
   }
+}
+
+// ---- TurnText and the response shapes of tool calls -------------------------
+
+const std::string kTwoCalls =
+    "Go.<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|>"
+    "<|open|>argument key=\"a\" type=\"number\"<|sep|>1<|close|>argument<|sep|><|close|>call<|sep|>"
+    "<|open|>call tool=\"g\"<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>";
+
+TEST(TurnTextToolCalls, OneToolCallEndsTheTurnAfterTheFirstCall) {
+  for (const bool one : {false, true}) {
+    SCOPED_TRACE(one);
+    TurnText text(std::make_unique<K3ChatOutput>(tok(), false), {}, one);
+    std::vector<std::string> names;
+    std::string content, args;
+    size_t pushed = 0;
+    for (uint32_t id : tok().encode_with_specials(kTwoCalls)) {
+      if (text.stopped()) break;
+      ++pushed;
+      const OutputDelta d = text.push(id);
+      content += d.content;
+      for (const ToolCallDelta& c : d.tool_calls) {
+        if (c.begins) names.push_back(c.name);
+        if (c.index == 0) args += c.arguments;
+      }
+    }
+    if (!one) content += text.finish().content;
+    EXPECT_EQ(content, "Go.");
+    EXPECT_EQ(args, R"({"a": 1})");
+    EXPECT_EQ(names, (one ? std::vector<std::string>{"f"} : std::vector<std::string>{"f", "g"}));
+    EXPECT_EQ(text.stopped(), one);
+    EXPECT_FALSE(text.stopped_by_string());
+    if (one) {
+      // It stopped at the <|sep|> of the first close(call).
+      const std::string first = kTwoCalls.substr(0, kTwoCalls.find("<|close|>call<|sep|>") + 20);
+      EXPECT_EQ(pushed, tok().encode_with_specials(first).size());
+    }
+  }
+}
+
+TEST(TurnTextToolCalls, StopStringsApplyToContentOnly) {
+  // "Go" in the content ends the turn there: the calls after it are never
+  // shown (the stop string cuts the turn, whatever channel follows).
+  TurnText text(std::make_unique<K3ChatOutput>(tok(), false), {"Go"});
+  std::string content;
+  size_t calls = 0;
+  for (uint32_t id : tok().encode_with_specials(kTwoCalls)) {
+    const OutputDelta d = text.push(id);
+    content += d.content;
+    calls += d.tool_calls.size();
+    if (text.stopped()) break;
+  }
+  EXPECT_TRUE(text.stopped_by_string());
+  EXPECT_EQ(content, "");
+  EXPECT_EQ(calls, 0u);
+}
+
+TEST(OpenAiToolShapes, CompletionAndChunksCarryCallsAsOpenAiSendsThem) {
+  const ResponseHead head{"chatcmpl-1700000000-7", 1700000000, "tiny"};
+  EXPECT_EQ(tool_call_id(head, 2), "call_1700000000_7_2");
+  const nlohmann::json answer =
+      chat_completion(head, "why", "", {{"call_x", "f", R"({"a": 1})"}}, "tool_calls", Usage{});
+  EXPECT_EQ(answer["choices"][0]["message"], nlohmann::json::parse(R"({"role":"assistant","content":null,"refusal":null,
+      "reasoning_content":"why","tool_calls":[{"id":"call_x","type":"function","function":{"name":"f","arguments":"{\"a\": 1}"}}]})"));
+  EXPECT_EQ(answer["choices"][0]["finish_reason"], "tool_calls");
+  // Without calls, empty content stays "".
+  EXPECT_EQ(chat_completion(head, "", "", {}, "stop", Usage{})["choices"][0]["message"]["content"], "");
+  const std::string name = "f";
+  EXPECT_EQ(tool_call_chunk_delta(head, 0, &name, ""), nlohmann::json::parse(R"({"tool_calls":[{"index":0,
+      "id":"call_1700000000_7_0","type":"function","function":{"name":"f","arguments":""}}]})"));
+  EXPECT_EQ(tool_call_chunk_delta(head, 1, nullptr, "{\"a"), nlohmann::json::parse(R"({"tool_calls":[{"index":1,
+      "function":{"arguments":"{\"a"}}]})"));
 }
 
 // ---- StopMatcher ------------------------------------------------------------
