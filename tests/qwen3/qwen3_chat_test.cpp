@@ -58,12 +58,17 @@ Ids render(const Json& messages, bool thinking = true) {
 Json msg(const std::string& role, const std::string& content) { return Json{{"role", role}, {"content", content}}; }
 
 TEST(Qwen3Chat, GeneratedTokenizerHasTheChatTokensAfterTheSpecials) {
-  // 400 ids: 395 BPE tokens, then <|endoftext|>, <|im_start|>, <|im_end|>, <think>, </think>.
-  EXPECT_EQ(fx().ids.im_start, 396u);
-  EXPECT_EQ(fx().ids.im_end, 397u);
+  // 400 ids: 391 BPE tokens, then <|endoftext|>, <|im_start|>, <|im_end|>,
+  // <tool_call>, </tool_call>, <tool_response>, </tool_response>, <think>, </think>.
+  EXPECT_EQ(fx().ids.im_start, 392u);
+  EXPECT_EQ(fx().ids.im_end, 393u);
+  EXPECT_EQ(fx().ids.tool_call, 394u);
+  EXPECT_EQ(fx().ids.end_tool_call, 395u);
+  EXPECT_EQ(fx().ids.tool_response, 396u);
+  EXPECT_EQ(fx().ids.end_tool_response, 397u);
   EXPECT_EQ(fx().ids.think, 398u);
   EXPECT_EQ(fx().ids.end_think, 399u);
-  EXPECT_EQ(fx().chat->end_tokens(), (std::vector<uint32_t>{397u, 395u}));  // <|im_end|>, <|endoftext|>
+  EXPECT_EQ(fx().chat->end_tokens(), (std::vector<uint32_t>{393u, 391u}));  // <|im_end|>, <|endoftext|>
 }
 
 TEST(Qwen3Chat, SystemAndUserWithThinkingOnEndsAtTheAssistantHeader) {
@@ -124,7 +129,7 @@ TEST(Qwen3Chat, AnAddedTokenSpelledInMessageTextStaysText) {
   EXPECT_EQ(fx().tok->decode(got), "<|im_start|>user\nsay <|im_end|> and <think><|im_end|>\n<|im_start|>assistant\n");
 }
 
-TEST(Qwen3Chat, ToolsAndUnknownRolesAreRefusedNamingTheMessage) {
+TEST(Qwen3Chat, UnknownRolesAreRefusedNamingTheMessage) {
   auto message_of = [](const Json& m) {
     try {
       render(m);
@@ -133,12 +138,82 @@ TEST(Qwen3Chat, ToolsAndUnknownRolesAreRefusedNamingTheMessage) {
     }
     return std::string("no error");
   };
-  Json call = msg("assistant", "");
-  call["tool_calls"] = Json::array();
-  EXPECT_NE(message_of(Json::array({msg("user", "a"), call})).find("messages[1]"), std::string::npos);
-  EXPECT_NE(message_of(Json::array({msg("user", "a"), msg("tool", "r")})).find("not supported"), std::string::npos);
   EXPECT_NE(message_of(Json::array({msg("critic", "a")})).find("messages[0].role"), std::string::npos);
   EXPECT_NE(message_of(Json::array()).find("non-empty"), std::string::npos);
+}
+
+const char* const kToolsJson =
+    R"([{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},)"
+    R"( {"type": "function", "function": {"name": "now"}}])";
+
+Ids render_tools(const Json& messages, const Json& tool_choice = nullptr) {
+  ChatTurnOptions o;
+  o.tools = Json::parse(kToolsJson);
+  o.tool_choice = tool_choice;
+  return fx().chat->render(messages, o).tokens;
+}
+
+// The template's tool path, written out by hand from the released template.
+const std::string kToolsSystem =
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+    R"({"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}})"
+    "\n"
+    R"({"type": "function", "function": {"name": "now"}})"
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+    "</tool_call><|im_end|>\n";
+
+TEST(Qwen3Chat, ToolsGoIntoTheSystemTurnWithTheFirstSystemMessage) {
+  EXPECT_EQ(render_tools(Json::array({msg("system", "Be brief."), msg("user", "Weather?")})),
+            whole("<|im_start|>system\nBe brief.\n\n" + kToolsSystem + "<|im_start|>user\nWeather?<|im_end|>\n"
+                  "<|im_start|>assistant\n"));
+  EXPECT_EQ(render_tools(Json::array({msg("user", "Weather?")})),
+            whole("<|im_start|>system\n" + kToolsSystem + "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n"));
+  // tool_choice "none": nothing is declared.
+  EXPECT_EQ(render_tools(Json::array({msg("user", "Weather?")}), "none"),
+            whole("<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n"));
+}
+
+TEST(Qwen3Chat, ToolCallsAndToolResultsRenderAsTheTemplateWritesThem) {
+  Json call = msg("assistant", "Checking.");
+  call["tool_calls"] = Json::parse(
+      R"([{"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},)"
+      R"( {"id": "b", "type": "function", "function": {"name": "now", "arguments": {"tz": "UTC", "n": 1}}}])");
+  Json bare = Json{{"role", "assistant"}, {"content", nullptr}};
+  bare["tool_calls"] = Json::parse(R"([{"function": {"name": "now", "arguments": {}}}])");
+  Json tool_a = msg("tool", "Sunny");
+  tool_a["tool_call_id"] = "a";
+  const Json m = Json::array({msg("user", "Weather?"), call, tool_a, msg("tool", "12:00"), bare, msg("tool", "13:00")});
+  // Both assistant turns follow the last user message: they keep an (empty)
+  // think block only when last or with reasoning, so neither has one.
+  EXPECT_EQ(render_tools(m),
+            whole("<|im_start|>system\n" + kToolsSystem + "<|im_start|>user\nWeather?<|im_end|>\n"
+                  "<|im_start|>assistant\nChecking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>"
+                  "\n<tool_call>\n{\"name\": \"now\", \"arguments\": {\"tz\": \"UTC\", \"n\": 1}}\n</tool_call><|im_end|>\n"
+                  "<|im_start|>user\n<tool_response>\nSunny\n</tool_response>\n<tool_response>\n12:00\n</tool_response><|im_end|>\n"
+                  "<|im_start|>assistant\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call><|im_end|>\n"
+                  "<|im_start|>user\n<tool_response>\n13:00\n</tool_response><|im_end|>\n<|im_start|>assistant\n"));
+}
+
+TEST(Qwen3Chat, WhatTheTemplateCannotSayIsRefusedNamingTheField) {
+  const Json m = Json::array({msg("user", "Weather?")});
+  for (const Json& choice : {Json("required"), Json::parse(R"({"type": "function", "function": {"name": "now"}})")}) {
+    try {
+      render_tools(m, choice);
+      ADD_FAILURE() << "rendered with tool_choice " << choice.dump();
+    } catch (const ChatOptionError& e) {
+      EXPECT_EQ(e.field(), "tool_choice");
+    }
+  }
+  ChatTurnOptions o;
+  o.response_format = Json{{"type", "json_object"}};
+  try {
+    fx().chat->render(m, o);
+    ADD_FAILURE() << "rendered with a response_format";
+  } catch (const ChatOptionError& e) {
+    EXPECT_EQ(e.field(), "response_format.type");
+  }
 }
 
 // Pushes `ids` through a fresh parser and gathers both channels.
@@ -203,6 +278,55 @@ TEST(Qwen3ChatOutput, AnAnswerWithoutThinkIsAllContent) {
 TEST(Qwen3ChatOutput, OtherAddedTokensAreShownAsTheirSpelling) {
   const Parsed p = parse(cat_ids({text_ids("a"), {fx().ids.im_start}, text_ids("b")}));
   EXPECT_EQ(p.content, "a<|im_start|>b");
+}
+
+struct ParsedCalls {
+  std::string content;
+  std::vector<std::pair<std::string, std::string>> calls;  // name, arguments
+  bool all_ended = true;
+};
+ParsedCalls parse_calls(const Ids& ids) {
+  ParsedCalls r;
+  auto out = fx().chat->output(false);
+  auto add = [&](const ChatDelta& d) {
+    r.content += d.content;
+    for (const ToolCallDelta& c : d.tool_calls) {
+      if (c.begins) {
+        EXPECT_EQ(c.index, r.calls.size());
+        r.calls.push_back({c.name, ""});
+        r.all_ended = false;
+      }
+      r.calls.back().second += c.arguments;
+      if (c.ends) r.all_ended = true;
+    }
+  };
+  for (uint32_t id : ids) add(out->push(id));
+  add(out->flush());
+  return r;
+}
+
+TEST(Qwen3ChatOutput, AToolCallBlockBecomesACall) {
+  const uint32_t open = *fx().ids.tool_call, close = *fx().ids.end_tool_call;
+  const ParsedCalls r = parse_calls(cat_ids({text_ids("Checking."), text_ids("\n"), {open},
+                                             text_ids("\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\",\"n\":[1,2]}}\n"),
+                                             {close}, text_ids("\n"), {open}, text_ids("{\"name\": \"now\"}"), {close}}));
+  EXPECT_EQ(r.content, "Checking.");
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].first, "get_weather");
+  EXPECT_EQ(r.calls[0].second, R"({"city": "Paris", "n": [1, 2]})");
+  EXPECT_EQ(r.calls[1].first, "now");
+  EXPECT_EQ(r.calls[1].second, "{}");
+  EXPECT_TRUE(r.all_ended);
+}
+
+TEST(Qwen3ChatOutput, AMalformedOrUnclosedBlockIsShownAsContent) {
+  const uint32_t open = *fx().ids.tool_call, close = *fx().ids.end_tool_call;
+  const ParsedCalls bad = parse_calls(cat_ids({{open}, text_ids("{\"name\": 3}"), {close}, text_ids(" ok")}));
+  EXPECT_TRUE(bad.calls.empty());
+  EXPECT_EQ(bad.content, "<tool_call>{\"name\": 3}</tool_call> ok");
+  const ParsedCalls cut = parse_calls(cat_ids({text_ids("a"), {open}, text_ids("{\"name\": \"f\"")}));
+  EXPECT_TRUE(cut.calls.empty());
+  EXPECT_EQ(cut.content, "a<tool_call>{\"name\": \"f\"");
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ TEST(Qwen3Generator, WritesAHuggingFaceQwen3Checkpoint) {
   EXPECT_EQ(cfg["attention_bias"], false);
   EXPECT_EQ(cfg["hidden_act"], "silu");
   EXPECT_EQ(cfg["tie_word_embeddings"], true);
-  EXPECT_EQ(cfg["eos_token_id"], 395);  // <|endoftext|>: 400 - 5 added tokens
+  EXPECT_EQ(cfg["eos_token_id"], 391);  // <|endoftext|>: 400 - 9 added tokens
   Qwen3Config c = read_qwen3_config(dir.file("config.json"));
   EXPECT_EQ(c.vocab_size, 400);
 
@@ -68,10 +68,10 @@ TEST(Qwen3Generator, WritesAHuggingFaceQwen3Checkpoint) {
   EXPECT_EQ(model["type"], "BPE");
   EXPECT_EQ(model["byte_fallback"], false);
 
-  // The vocabulary: 395 byte-level tokens with ids 0..394, bytes in byte order
+  // The vocabulary: 391 byte-level tokens with ids 0..390, bytes in byte order
   // first under GPT-2's byte<->unicode mapping.
   const json& vocab = model["vocab"];
-  ASSERT_EQ(vocab.size(), 395u);
+  ASSERT_EQ(vocab.size(), 391u);
   EXPECT_EQ(vocab.at("!"), 33);
   EXPECT_EQ(vocab.at("A"), 65);
   EXPECT_EQ(vocab.at("\xC4\xA0"), 32);   // U+0120 'Ġ' is the space byte
@@ -79,14 +79,14 @@ TEST(Qwen3Generator, WritesAHuggingFaceQwen3Checkpoint) {
   EXPECT_EQ(vocab.at("\xC4\x8A"), 10);   // U+010A 'Ċ' is '\n'
   std::set<int64_t> ids;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) ids.insert(it.value().get<int64_t>());
-  EXPECT_EQ(ids.size(), 395u);
+  EXPECT_EQ(ids.size(), 391u);
   EXPECT_EQ(*ids.begin(), 0);
-  EXPECT_EQ(*ids.rbegin(), 394);
+  EXPECT_EQ(*ids.rbegin(), 390);
 
   // Every merge is "left right" of two tokens whose concatenation is a token,
   // listed in order of the merged token's id; every merged token has one.
   const json& merges = model["merges"];
-  ASSERT_GE(merges.size(), 395u - 256u);
+  ASSERT_GE(merges.size(), 391u - 256u);
   int64_t last = 0;
   std::set<int64_t> made;
   for (const json& m : merges) {
@@ -103,22 +103,24 @@ TEST(Qwen3Generator, WritesAHuggingFaceQwen3Checkpoint) {
     last = id;
     made.insert(id);
   }
-  EXPECT_EQ(made.size(), 395u - 256u);
+  EXPECT_EQ(made.size(), 391u - 256u);
 
   const json& added = tok["added_tokens"];
-  ASSERT_EQ(added.size(), 5u);
-  const char* names[5] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"};
-  for (int i = 0; i < 5; ++i) {
-    EXPECT_EQ(added[i]["id"], 395 + i);
+  ASSERT_EQ(added.size(), 9u);
+  const char* names[9] = {"<|endoftext|>", "<|im_start|>",     "<|im_end|>", "<tool_call>", "</tool_call>",
+                          "<tool_response>", "</tool_response>", "<think>",    "</think>"};
+  for (int i = 0; i < 9; ++i) {
+    EXPECT_EQ(added[i]["id"], 391 + i);
     EXPECT_EQ(added[i]["content"], names[i]);
-    EXPECT_EQ(added[i]["special"], i < 3) << names[i];  // <think> and </think> are not special in Qwen3
+    EXPECT_EQ(added[i]["special"], i < 3) << names[i];  // the tool and think tags are not special in Qwen3
     EXPECT_EQ(added[i]["normalized"], false);
   }
 
   const json tc = read_json(dir.file("tokenizer_config.json"));
   EXPECT_EQ(tc["tokenizer_class"], "Qwen2Tokenizer");
   EXPECT_EQ(tc["eos_token"], "<|endoftext|>");
-  EXPECT_EQ(tc["added_tokens_decoder"]["396"]["content"], "<|im_start|>");
+  EXPECT_EQ(tc["added_tokens_decoder"]["392"]["content"], "<|im_start|>");
+  EXPECT_EQ(tc["added_tokens_decoder"]["394"]["content"], "<tool_call>");
   EXPECT_EQ(tc["added_tokens_decoder"]["398"]["content"], "<think>");
   EXPECT_EQ(tc["add_bos_token"], false);
 
@@ -152,7 +154,7 @@ TEST(Qwen3Generator, DefaultsWork) {
   o.out_dir = dir.path();
   Qwen3GenerateResult r = generate_qwen3_checkpoint(o);
   EXPECT_EQ(r.config.vocab_size, 512);
-  EXPECT_EQ(read_json(dir.file("tokenizer.json"))["model"]["vocab"].size(), 507u);
+  EXPECT_EQ(read_json(dir.file("tokenizer.json"))["model"]["vocab"].size(), 503u);
   EXPECT_EQ(load_qwen3_weights(r.config, dir.path()).layers.size(), 2u);
 }
 

@@ -1,5 +1,6 @@
 #include "model/qwen3/qwen3_chat.h"
 
+#include "tokenizer/python_format.h"
 #include "tokenizer/stream_decoder.h"
 #include "util/error.h"
 
@@ -23,6 +24,10 @@ std::optional<Qwen3ChatTokens> qwen3_chat_tokens(const HfTokenizer& tokenizer, s
     *w.id = *id;
   }
   t.end_of_text = tokenizer.token_id("<|endoftext|>");
+  t.tool_call = tokenizer.token_id("<tool_call>");
+  t.end_tool_call = tokenizer.token_id("</tool_call>");
+  t.tool_response = tokenizer.token_id("<tool_response>");
+  t.end_tool_response = tokenizer.token_id("</tool_response>");
   return t;
 }
 
@@ -37,6 +42,13 @@ public:
   void id(uint32_t token) {
     flush();
     out_.push_back(token);
+  }
+  // An added token when the tokenizer has it, else its spelling as text.
+  void tag(const std::optional<uint32_t>& token, const char* spelling) {
+    if (token)
+      id(*token);
+    else
+      text(spelling);
   }
   std::vector<uint32_t> finish() {
     flush();
@@ -111,18 +123,19 @@ std::string split_reasoning(const Json& m, std::string& content) {
 
 RenderedChat Qwen3ChatFormat::render(const Json& messages, const ChatTurnOptions& options) const {
   if (!messages.is_array() || messages.empty()) fail("messages: expected a non-empty array");
-  if (!options.tools.is_null()) throw ChatOptionError("tools", "tools are not supported for Qwen3 models yet.");
   if (!options.response_format.is_null())
     throw ChatOptionError("response_format.type", "Qwen3's chat template has no way to ask for a response format, and "
                                                  "deltafin does not constrain decoding; leave response_format out.");
+  const Json& choice = options.tool_choice;
+  if (choice.is_object() || choice == "required")
+    throw ChatOptionError("tool_choice", "Qwen3's chat template cannot ask for a call (only offer tools), and deltafin "
+                                         "does not constrain decoding; use \"auto\" or \"none\".");
+  const bool declare_tools = options.tools.is_array() && !options.tools.empty() && choice != "none";
   const size_t n = messages.size();
   for (size_t i = 0; i < n; ++i) {
-    const Json& m = messages[i];
-    const std::string role = role_of(m, i);
-    if (role == "tool" || m.contains("tool_calls"))
-      fail("messages[", i, "]: tool calls and tool results are not supported for Qwen3 models yet");
-    if (role != "system" && role != "user" && role != "assistant")
-      fail("messages[", i, "].role: \"", role, "\" is not one of system, user, assistant");
+    const std::string role = role_of(messages[i], i);
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool")
+      fail("messages[", i, "].role: \"", role, "\" is not one of system, user, assistant, tool");
   }
   // The last user message that is a query (not a wrapped tool response):
   // reasoning is kept only for turns after it.
@@ -143,7 +156,48 @@ RenderedChat Qwen3ChatFormat::render(const Json& messages, const ChatTurnOptions
     p.id(ids_.im_end);
     p.text("\n");
   };
-  for (size_t i = 0; i < n; ++i) {
+  size_t first = 0;
+  if (declare_tools) {
+    turn("system");
+    if (role_of(messages[0], 0) == "system") {
+      p.text(content_text(messages[0], 0) + "\n\n");
+      first = 1;  // merged into the tools turn
+    }
+    p.text("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+           "You are provided with function signatures within <tools></tools> XML tags:\n<tools>");
+    for (const Json& tool : options.tools) p.text("\n" + python_json_dumps(tool, kJsonPythonDefault));
+    p.text("\n</tools>\n\nFor each function call, return a json object with function name and arguments within ");
+    p.tag(ids_.tool_call, "<tool_call>");
+    p.tag(ids_.end_tool_call, "</tool_call>");
+    p.text(" XML tags:\n");
+    p.tag(ids_.tool_call, "<tool_call>");
+    p.text("\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n");
+    p.tag(ids_.end_tool_call, "</tool_call>");
+    end_turn();
+  }
+  // An assistant message's tool_calls, after its content.
+  auto write_tool_calls = [&](const Json& m, size_t i, const std::string& content) {
+    auto calls = m.find("tool_calls");
+    if (calls == m.end() || !calls->is_array()) return;
+    for (size_t k = 0; k < calls->size(); ++k) {
+      const Json& call = (*calls)[k];
+      const Json& f = call.contains("function") ? call["function"] : call;
+      auto name = f.find("name");
+      if (name == f.end() || !name->is_string())
+        fail("messages[", i, "].tool_calls[", k, "].function.name: expected a string");
+      if (k > 0 || !content.empty()) p.text("\n");
+      p.tag(ids_.tool_call, "<tool_call>");
+      p.text("\n{\"name\": \"" + name->get<std::string>() + "\", \"arguments\": ");
+      auto args = f.find("arguments");
+      if (args != f.end() && args->is_string())
+        p.text(args->get<std::string>());
+      else
+        p.text(python_json_dumps(args == f.end() ? Json() : *args, kJsonPythonDefault));
+      p.text("}\n");
+      p.tag(ids_.end_tool_call, "</tool_call>");
+    }
+  };
+  for (size_t i = first; i < n; ++i) {
     const Json& m = messages[i];
     const std::string role = role_of(m, i);
     std::string content = content_text(m, i);
@@ -151,6 +205,18 @@ RenderedChat Qwen3ChatFormat::render(const Json& messages, const ChatTurnOptions
       turn(role);
       p.text(content);
       end_turn();
+      continue;
+    }
+    if (role == "tool") {
+      if (i == 0 || role_of(messages[i - 1], i - 1) != "tool") {
+        p.id(ids_.im_start);
+        p.text("user");
+      }
+      p.text("\n");
+      p.tag(ids_.tool_response, "<tool_response>");
+      p.text("\n" + content + "\n");
+      p.tag(ids_.end_tool_response, "</tool_response>");
+      if (i + 1 == n || role_of(messages[i + 1], i + 1) != "tool") end_turn();
       continue;
     }
     const std::string reasoning = split_reasoning(m, content);
@@ -163,6 +229,7 @@ RenderedChat Qwen3ChatFormat::render(const Json& messages, const ChatTurnOptions
     } else {
       p.text(content);
     }
+    write_tool_calls(m, i, content);
     end_turn();
   }
   turn("assistant");
@@ -179,11 +246,22 @@ namespace {
 
 class Qwen3ChatOutput final : public ChatOutput {
 public:
-  Qwen3ChatOutput(const TokenText& text, Qwen3ChatTokens ids) : reasoning_(text), content_(text), ids_(ids) {}
+  Qwen3ChatOutput(const TokenText& text, Qwen3ChatTokens ids) : text_(text), reasoning_(text), content_(text), ids_(ids) {}
 
   ChatDelta push(uint32_t id) override {
     ChatDelta out;
     if (in_reasoning_) ++reasoning_tokens_;
+    if (!call_.empty()) {
+      call_.push_back(id);
+      if (id == ids_.end_tool_call) finish_call(out);
+      return out;
+    }
+    if (!in_reasoning_ && ids_.tool_call && id == *ids_.tool_call && ids_.end_tool_call) {
+      out.content += release(content_.flush());
+      held_newlines_ = 0;  // the template's separator before a call
+      call_.push_back(id);
+      return out;
+    }
     if (id == ids_.think && !in_reasoning_) {
       out.content += release(content_.flush());
       in_reasoning_ = true;
@@ -208,6 +286,7 @@ public:
 
   ChatDelta flush() override {
     ChatDelta out;
+    if (!call_.empty()) show_call(out);  // never closed: shown as written
     if (in_reasoning_) {
       out.reasoning += release(reasoning_.flush());
       out.reasoning += std::string(held_newlines_, '\n');  // an unclosed block keeps them
@@ -241,6 +320,38 @@ private:
     return out;
   }
 
+  // The held block, <tool_call> ... </tool_call>: one call when it holds
+  // {"name": string, "arguments": object}, else shown as content.
+  void finish_call(ChatDelta& out) {
+    StreamDecoder d(text_);
+    std::string body;
+    for (size_t k = 1; k + 1 < call_.size(); ++k) body += d.push(call_[k]);
+    body += d.flush();
+    const nlohmann::ordered_json j = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+    const bool ok = j.is_object() && j.contains("name") && j["name"].is_string() &&
+                    (!j.contains("arguments") || j["arguments"].is_object());
+    if (!ok) return show_call(out);
+    ToolCallDelta begin;
+    begin.index = calls_;
+    begin.begins = true;
+    begin.name = j["name"].get<std::string>();
+    ToolCallDelta end;
+    end.index = calls_++;
+    end.ends = true;
+    end.arguments = python_json_dumps(j.contains("arguments") ? j["arguments"] : nlohmann::ordered_json::object(),
+                                      kJsonPythonDefault);
+    out.tool_calls = {begin, end};
+    call_.clear();
+  }
+
+  void show_call(ChatDelta& out) {
+    for (uint32_t id : call_) out.content += release(content_.push(id));
+    call_.clear();
+  }
+
+  const TokenText& text_;
+  std::vector<uint32_t> call_;
+  size_t calls_ = 0;
   StreamDecoder reasoning_, content_;
   Qwen3ChatTokens ids_;
   bool in_reasoning_ = false, at_start_ = true;

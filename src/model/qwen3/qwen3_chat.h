@@ -20,7 +20,25 @@
 // section, so the ids equal tokenizing the rendered string with the
 // Hugging Face tokenizer — except that a spelling of an added token inside
 // message text stays text here (a user cannot inject <|im_end|>).
-// Tool calls and tool messages are refused (not supported yet).
+// Tools (the template's tool path): with request tools, the system turn
+// holds the first system message's content, "\n\n", and the template's
+// "# Tools" text listing each tool as Jinja's tojson (json.dumps with ", "
+// and ": ", keys as given). An assistant turn's tool_calls follow its
+// content, each "<tool_call>\n{"name": "N", "arguments": A}\n</tool_call>"
+// (a "\n" before every call but a first one after empty content), A being
+// an arguments string as written or an object as tojson. A run of tool
+// messages is one user turn of "\n<tool_response>\n{content}\n</tool_response>"
+// blocks. tool_choice has no text in Qwen3's template: "auto" is the
+// template as it is; "none" renders without the tool declarations (the model
+// is offered nothing to call); "required" and a named function cannot be
+// asked for, and deltafin does not constrain decoding, so they are refused
+// (ChatOptionError), as is a response_format.
+//
+// Output calls: a "<tool_call>" ... "</tool_call>" block (the added tokens)
+// holding {"name": string, "arguments": object} becomes one tool call, its
+// arguments re-serialised as json.dumps does (", ", ": "); it comes as one
+// piece when the block closes. A block that does not hold such JSON, or is
+// not closed when generation ends, is shown as content as written.
 //
 // Output: the model opens its reasoning with <think> (thinking on) and
 // closes it with </think>; the reasoning channel gets what is between them
@@ -41,6 +59,10 @@ namespace deltafin {
 struct Qwen3ChatTokens {
   uint32_t im_start = 0, im_end = 0, think = 0, end_think = 0;
   std::optional<uint32_t> end_of_text;  // <|endoftext|>, when the tokenizer has it
+  // <tool_call>, </tool_call>, <tool_response>, </tool_response>: added
+  // tokens of the released tokenizer. Without them the template's tags are
+  // plain text (as Hugging Face would tokenise them) and no call is parsed.
+  std::optional<uint32_t> tool_call, end_tool_call, tool_response, end_tool_response;
 };
 
 // The chat tokens of `tokenizer`, or nullopt with `why` set when one is

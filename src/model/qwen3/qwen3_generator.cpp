@@ -59,9 +59,13 @@ constexpr std::string_view kTrainingText =
     "low and clear, and people walk along the stones in the middle of it; in winter it rises, turns brown, and "
     "carries branches, leaves and sometimes whole trees down from the mountains.\n";
 
-// The chat format needs the last two (model/qwen3/qwen3_chat.h).
+// In the released order (<|endoftext|> 151643 ... </think> 151668, the ones
+// between left out); the chat format needs all but the first
+// (model/qwen3/qwen3_chat.h).
 constexpr int kAddedTokens = kQwen3AddedTokens;
-const char* const kSpecialTokens[kAddedTokens] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"};
+const char* const kSpecialTokens[kAddedTokens] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>",
+                                                  "<tool_call>",   "</tool_call>", "<tool_response>",
+                                                  "</tool_response>", "<think>", "</think>"};
 bool is_special(int i) { return i < 3; }
 
 // GPT-2's byte -> code point table of byte-level BPE: printable bytes map to

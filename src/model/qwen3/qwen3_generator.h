@@ -21,9 +21,10 @@
 namespace deltafin {
 
 // The added tokens after the BPE vocabulary, in Qwen3's order: <|endoftext|>,
-// <|im_start|>, <|im_end|> (special), <think>, </think> (not special, as in
+// <|im_start|>, <|im_end|> (special), <tool_call>, </tool_call>,
+// <tool_response>, </tool_response>, <think>, </think> (not special, as in
 // the released tokenizer.json).
-inline constexpr int kQwen3AddedTokens = 5;
+inline constexpr int kQwen3AddedTokens = 9;
 
 struct Qwen3GenerateOptions {
   std::string out_dir;

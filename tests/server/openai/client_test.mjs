@@ -399,38 +399,50 @@ function tokenizeChat(messages, { tools, toolChoice, responseFormat } = {}) {
   return JSON.parse(deltafin(...args));
 }
 
-if (family === "kimi_k3") {
-  await check("tools, tool history, tool_choice and json_schema: prompt_tokens == `deltafin tokenize --chat` with the same fields", async () => {
-    for (const [what, extra, expected] of [
-      ["tools + history", { tools: TOOLS }, { tools: TOOLS }],
-      ["required + json_schema", { tools: TOOLS, tool_choice: "required", response_format: SCHEMA_FORMAT },
-       { tools: TOOLS, toolChoice: "required", responseFormat: SCHEMA_FORMAT }],
-      ["none + json_object", { tools: TOOLS, tool_choice: "none", response_format: { type: "json_object" } },
-       { tools: TOOLS, toolChoice: "none", responseFormat: { type: "json_object" } }],
-      ["a named function", { tools: TOOLS, tool_choice: { type: "function", function: { name: "now" } } },
-       { tools: TOOLS, toolChoice: { type: "function", function: { name: "now" } } }],
-    ]) {
-      const r = await client.chat.completions.create({ model, messages: TOOL_HISTORY, max_tokens: 4, parallel_tool_calls: true, ...extra });
-      assert.equal(r.usage.prompt_tokens, tokenizeChat(TOOL_HISTORY, expected).length, what);
-      assert.ok(["stop", "length", "tool_calls"].includes(r.choices[0].finish_reason), what);
-      if (r.choices[0].message.tool_calls) {
-        for (const c of r.choices[0].message.tool_calls) assert.equal(c.type, "function", what);
-      }
-    }
-  });
+// What each family's template can say: K3's has tool-choice and
+// response-format messages; Qwen3's only declares tools (and "none" leaves
+// them out), so it refuses the rest by name.
+const NAMED = { type: "function", function: { name: "now" } };
+const renderCases = family === "kimi_k3"
+  ? [["tools + history", { tools: TOOLS }, { tools: TOOLS }],
+     ["required + json_schema", { tools: TOOLS, tool_choice: "required", response_format: SCHEMA_FORMAT },
+      { tools: TOOLS, toolChoice: "required", responseFormat: SCHEMA_FORMAT }],
+     ["none + json_object", { tools: TOOLS, tool_choice: "none", response_format: { type: "json_object" } },
+      { tools: TOOLS, toolChoice: "none", responseFormat: { type: "json_object" } }],
+     ["a named function", { tools: TOOLS, tool_choice: NAMED }, { tools: TOOLS, toolChoice: NAMED }]]
+  : [["tools + history", { tools: TOOLS }, { tools: TOOLS }],
+     ["auto", { tools: TOOLS, tool_choice: "auto" }, { tools: TOOLS, toolChoice: "auto" }],
+     ["none", { tools: TOOLS, tool_choice: "none" }, { tools: TOOLS, toolChoice: "none" }]];
 
-  await check("a streamed request with tools gives the same turn as the non-streamed one", async () => {
-    const body = { model, messages: TOOL_HISTORY, max_tokens: 8, tools: TOOLS };
-    const whole = await client.chat.completions.create(body);
-    const chunks = await collect(await client.chat.completions.create({ ...body, stream: true }));
-    const content = chunks.map((c) => c.choices[0]?.delta?.content ?? "").join("");
-    assert.equal(content, whole.choices[0].message.content ?? "");
-    assert.equal(chunks.at(-1).choices[0].finish_reason, whole.choices[0].finish_reason);
-  });
-} else {
-  await check("tools on a family whose template has no tool path yet -> BadRequestError param tools", async () => {
-    await expectApiError(() => client.chat.completions.create({ model, messages: CHAT_MESSAGES, max_tokens: 4, tools: TOOLS }),
-                         { cls: OpenAI.BadRequestError, status: 400, param: "tools" });
+await check("tools, tool history, tool_choice and formats: prompt_tokens == `deltafin tokenize --chat` with the same fields", async () => {
+  for (const [what, extra, expected] of renderCases) {
+    const r = await client.chat.completions.create({ model, messages: TOOL_HISTORY, max_tokens: 4, parallel_tool_calls: true, ...extra });
+    assert.equal(r.usage.prompt_tokens, tokenizeChat(TOOL_HISTORY, expected).length, what);
+    assert.ok(["stop", "length", "tool_calls"].includes(r.choices[0].finish_reason), what);
+    for (const c of r.choices[0].message.tool_calls ?? []) assert.equal(c.type, "function", what);
+  }
+});
+
+await check("a streamed request with tools gives the same turn as the non-streamed one", async () => {
+  const body = { model, messages: TOOL_HISTORY, max_tokens: 8, tools: TOOLS };
+  const whole = await client.chat.completions.create(body);
+  const chunks = await collect(await client.chat.completions.create({ ...body, stream: true }));
+  const content = chunks.map((c) => c.choices[0]?.delta?.content ?? "").join("");
+  assert.equal(content, whole.choices[0].message.content ?? "");
+  assert.equal(chunks.at(-1).choices[0].finish_reason, whole.choices[0].finish_reason);
+});
+
+if (family !== "kimi_k3") {
+  await check("what Qwen3's template cannot ask for -> BadRequestError naming the field", async () => {
+    const base = { model, messages: CHAT_MESSAGES, max_tokens: 4, tools: TOOLS };
+    for (const [extra, param] of [
+      [{ tool_choice: "required" }, "tool_choice"], [{ tool_choice: NAMED }, "tool_choice"],
+      [{ response_format: SCHEMA_FORMAT }, "response_format.type"],
+    ]) {
+      await expectApiError(() => client.chat.completions.create({ ...base, ...extra }), {
+        cls: OpenAI.BadRequestError, status: 400, param,
+      });
+    }
   });
 }
 

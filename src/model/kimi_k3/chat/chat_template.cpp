@@ -35,7 +35,7 @@
 #include <utility>
 
 #include "model/kimi_k3/chat/chat_tools.h"
-#include "model/kimi_k3/chat/python_format.h"
+#include "tokenizer/python_format.h"
 #include "util/error.h"
 
 namespace deltafin {

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "model/kimi_k3/chat/python_format.h"
+#include "tokenizer/python_format.h"
 #include "util/error.h"
 
 namespace deltafin {

@@ -1,6 +1,6 @@
 // The Python-compatible formatting helpers, each against what CPython prints
 // (str.strip, bool(), repr(float), str(), json.dumps), worked out by hand.
-#include "model/kimi_k3/chat/python_format.h"
+#include "tokenizer/python_format.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "model/kimi_k3/chat/python_format.h"
+#include "tokenizer/python_format.h"
 
 #include <algorithm>
 #include <charconv>

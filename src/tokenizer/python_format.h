@@ -1,5 +1,5 @@
-// Python-compatible text formatting for the chat renderer. The upstream K3 chat
-// template is Jinja run by Python, so every value that reaches the prompt is
+// Python-compatible text formatting for chat templates. The upstream chat
+// templates (K3's, Qwen3's) are Jinja run by Python, so every value that reaches the prompt is
 // formatted the way Python would format it (str.strip, bool(), repr(float),
 // str(), json.dumps). The renderer must reproduce that output byte for byte,
 // because the model was trained on it; these helpers are the Python semantics
