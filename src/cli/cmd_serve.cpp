@@ -32,7 +32,7 @@ struct ServeArgs {
   int64_t context = 0;
   double session_budget_mb = 0;
   PromptCacheArgs prompt_cache;
-  double header_timeout_s = 10, body_timeout_s = 60, idle_timeout_s = 10, keepalive_s = 15;
+  double header_timeout_s = 10, body_timeout_s = 60, idle_timeout_s = 10, keepalive_s = 5;
 };
 
 std::string default_model_name(const ModelArgs& a) {
@@ -159,8 +159,8 @@ Command add_serve(CLI::App& app) {
       ->check(CLI::Range(0.05, 3600.0))
       ->capture_default_str();
   sub->add_option("--keepalive", a->keepalive_s,
-                  "Seconds a streamed response may send nothing (a long prefill) before an SSE comment keeps the "
-                  "client's connection; 0 = never")
+                  "Seconds a streamed response may send nothing (queued, or a long prefill) before an SSE comment "
+                  "(keep-alive, or prefill progress) keeps the client's connection; 0 = never")
       ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
   sub->add_option("--prefill-chunk", a->prefill_chunk, "Prompt rows per prefill slice of a layer")

@@ -285,16 +285,12 @@ void ApiServer::handle_health(http::Exchange& ex) {
 
 namespace {
 
-// Waits for the job's turn, then streams it as server-sent events.
+// Waits for the job's turn, then streams it as server-sent events. With
+// keep-alives on, the stream starts at once and quiet stretches (in the
+// queue, in the prefill) get comment lines (ServerOptions::keepalive_ms).
 void stream_job(Engine& engine, Job& job, bool chat, http::Exchange& ex, int64_t keepalive_ms,
                 const std::function<bool()>& stopping, const std::function<void(const Job&, const JobResult&)>& record) {
   auto gone = [&] { return ex.peer_closed() || stopping(); };
-  if (!job.ticket->wait_turn(gone)) {
-    if (stopping()) throw shutting_down();
-    ex.abandon();  // the client left while waiting: nothing reaches it
-    return;
-  }
-  ex.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
   bool write_failed = false;
   auto last_write = std::chrono::steady_clock::now();
   auto write = [&](const std::string& s) {
@@ -302,12 +298,32 @@ void stream_job(Engine& engine, Job& job, bool chat, http::Exchange& ex, int64_t
     last_write = std::chrono::steady_clock::now();
     return !write_failed;
   };
-  // The engine asks whether to stop between prefill slices and after each
-  // token; a quiet stream gets its keep-alive comment there.
+  const bool early = keepalive_ms > 0;
+  auto begin = [&] { ex.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}}); };
+  bool turn = false;  // false while queued: the engine's progress is another request's
+  // Called while queued (every 20 ms) and at the engine's stop checks
+  // (between prefill slices and after each token).
   auto keep_alive = [&] {
-    if (keepalive_ms <= 0 || write_failed) return;
-    if (std::chrono::steady_clock::now() - last_write >= std::chrono::milliseconds(keepalive_ms)) write(": keep-alive\n\n");
+    if (!early || write_failed) return;
+    if (std::chrono::steady_clock::now() - last_write < std::chrono::milliseconds(keepalive_ms)) return;
+    const Engine::Progress p = turn ? engine.progress() : Engine::Progress{};
+    write(p.phase == "prefill" ? cat(": prefill ", p.prefill_done, "/", p.prompt_tokens, "\n\n") : ": keep-alive\n\n");
   };
+  if (early) begin();
+  if (!job.ticket->wait_turn([&] {
+        keep_alive();
+        return write_failed || gone();
+      })) {
+    if (!early) {
+      if (stopping()) throw shutting_down();
+      ex.abandon();  // the client left while waiting: nothing reaches it
+      return;
+    }
+    if (stopping() && !ex.peer_closed()) write(api::sse_event(shutting_down().body()));
+    return;  // no end chunk: the stream is cut
+  }
+  turn = true;
+  if (!early) begin();
   if (chat) write(api::sse_event(api::chat_chunk(job.head, {{"role", "assistant"}, {"content", ""}, {"refusal", nullptr}}, std::nullopt)));
   JobResult r = run_job(
       engine, job,

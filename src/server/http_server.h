@@ -40,11 +40,15 @@ struct ServerOptions {
   int64_t header_timeout_ms = 10'000;  // the whole header block, from its first byte
   int64_t body_timeout_ms = 60'000;    // the whole body, from the end of the head
   int64_t idle_timeout_ms = 10'000;    // a keep-alive connection waiting for its next request
-  // A streamed response that has sent nothing for this long (a long
-  // prefill, K3's minutes for a long prompt) gets an SSE comment line, which
-  // clients ignore but which keeps their read timeouts and proxies from
-  // closing the connection; 0 = never.
-  int64_t keepalive_ms = 15'000;
+  // A streamed response that has sent nothing for this long (waiting in the
+  // queue, or a long prefill: K3's minutes for a long prompt) gets an SSE
+  // comment line, which clients ignore but which keeps their read timeouts
+  // and proxies from closing the connection: ": prefill DONE/TOTAL" while
+  // its prompt is being read, ": keep-alive" otherwise. With keep-alives on,
+  // a streamed response starts (200 and headers) as soon as it is admitted,
+  // so a queued client gets them too. 0 = never (the stream then starts at
+  // the request's turn).
+  int64_t keepalive_ms = 5'000;
   bool log_requests = true;        // one line per request on stderr
 };
 

@@ -413,13 +413,69 @@ TEST(HttpStream, AQuietStreamGetsKeepAliveCommentsAndTheSameEvents) {
   const std::vector<std::string> pinged = events_of(2, &some);
   EXPECT_TRUE(none.empty());
   ASSERT_FALSE(some.empty()) << "no keep-alive comment during the prefill";
-  for (const std::string& c : some) EXPECT_EQ(c, ": keep-alive");
+  // During the prefill the comments give its progress, DONE/TOTAL, DONE
+  // never going back; afterwards they are plain keep-alives.
+  int64_t last_done = -1, total = -1, progress_comments = 0;
+  for (const std::string& c : some) {
+    if (c == ": keep-alive") continue;
+    long long done = -1, of = -1;
+    ASSERT_EQ(std::sscanf(c.c_str(), ": prefill %lld/%lld", &done, &of), 2) << c;
+    ++progress_comments;
+    EXPECT_GE(done, last_done) << c;
+    EXPECT_LE(done, of) << c;
+    if (total >= 0) EXPECT_EQ(of, total) << c;
+    last_done = done;
+    total = of;
+  }
+  EXPECT_GE(progress_comments, 1) << "no prefill progress during a prefill of ~1,000 positions";
+  EXPECT_GT(total, 900);
   ASSERT_EQ(plain.size(), pinged.size());
   for (size_t i = 0; i < plain.size(); ++i) {
     json a = json::parse(plain[i]), b = json::parse(pinged[i]);
     if (a.is_object()) a.erase("created"), a.erase("id"), b.erase("created"), b.erase("id");
     EXPECT_EQ(a, b) << "event " << i;
   }
+}
+
+// A streamed request waiting in the queue has its 200 and gets keep-alive
+// comments at once (it must not sit on a silent socket behind a long
+// generation), then the same events as when served alone.
+TEST(HttpStream, AQueuedStreamGetsItsHeadAndKeepAlivesWhileItWaits) {
+  const json alone = solo_completion("queued one", 4);
+  EngineSettings so;
+  so.step_delay_ms = 20;
+  ServerOptions o;
+  o.keepalive_ms = 30;
+  TestServer s(so, o);
+  HttpConnection busy(s.port());
+  ASSERT_TRUE(busy.send(http_request_text("POST", "/v1/completions", completion_body(kPrompt, 3000, true))));
+  HttpResponse head;
+  ASSERT_TRUE(busy.read_head(head));
+  ASSERT_TRUE(busy.next_event().has_value());
+
+  HttpConnection queued(s.port());
+  ASSERT_TRUE(queued.send(http_request_text("POST", "/v1/completions", completion_body("queued one", 4, true))));
+  HttpResponse queued_head;
+  ASSERT_TRUE(queued.read_head(queued_head));  // while the busy one still generates
+  EXPECT_EQ(queued_head.status, 200);
+  EXPECT_EQ(s.health()["waiting"], 1);
+  // Keep-alives arrive while it waits: the next event can only come after
+  // the busy request ends, so wait for comments first.
+  EXPECT_TRUE(eventually([&] { return queued.poll_comments() >= 3; }, milliseconds(10000)));
+  EXPECT_EQ(s.health()["waiting"], 1);
+  for (const std::string& c : queued.comments()) EXPECT_EQ(c, ": keep-alive");
+  busy.close();
+
+  std::string text;
+  std::string finish;
+  while (std::optional<std::string> e = queued.next_event()) {
+    if (*e == "[DONE]") break;
+    const json j = json::parse(*e);
+    text += j["choices"][0]["text"].get<std::string>();
+    if (!j["choices"][0]["finish_reason"].is_null()) finish = j["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(text, alone["choices"][0]["text"]);
+  EXPECT_EQ(finish, alone["choices"][0]["finish_reason"]);
 }
 
 // ---------------------------------------------------------------------------

@@ -281,6 +281,23 @@ std::optional<std::string> HttpConnection::next_event() {
   }
 }
 
+size_t HttpConnection::poll_comments() {
+  if (!head_read_) return comments_.size();
+  bool finished = false;
+  if (!body_done_ && decode_body(finished) && !finished && body_.find("\n\n") == std::string::npos && fill())
+    decode_body(finished);
+  for (size_t e = body_.find("\n\n"); e != std::string::npos; e = body_.find("\n\n")) {
+    const std::string event = body_.substr(0, e + 1);
+    if (event.find("data:") == 0 || event.find("\ndata:") != std::string::npos) break;  // next_event() takes it
+    for (size_t pos = 0, le; (le = event.find('\n', pos)) != std::string::npos; pos = le + 1) {
+      const std::string line = event.substr(pos, le - pos);
+      if (line.rfind(":", 0) == 0) comments_.push_back(line);
+    }
+    body_.erase(0, e + 2);
+  }
+  return comments_.size();
+}
+
 HttpResponse http_call(int port, const std::string& method, const std::string& path, const std::optional<std::string>& body,
                        const std::vector<std::pair<std::string, std::string>>& headers) {
   HttpConnection c(port);

@@ -60,6 +60,10 @@ public:
   std::optional<std::string> next_event();
   // The SSE comment lines (": ...") next_event() has skipped so far.
   const std::vector<std::string>& comments() const { return comments_; }
+  // Reads once (waiting up to the timeout for bytes) and takes the comments
+  // of the complete comment-only events at the front of the body, leaving
+  // the first data event for next_event(); returns comments().size().
+  size_t poll_comments();
   // Forgets the response read so far (keeping bytes received after it), so
   // that read_head()/read_response() read the next response on the same
   // connection: a pipelined request's, or the final one after a 100 Continue.
