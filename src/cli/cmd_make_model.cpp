@@ -3,8 +3,11 @@
 // maker, reached through model/registry.h, writes it).
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
 #include "model/registry.h"
+#include "util/error.h"
 
 namespace deltafin::cli {
 
@@ -52,6 +55,23 @@ Command add_make_model(CLI::App& app) {
   optional_flag(sub, "--moe-intermediate", a->request.dims.moe_intermediate, "moe_intermediate_size (multiple of 32)");
   optional_flag(sub, "--intermediate", a->request.dims.intermediate, "intermediate_size of the dense layer 0");
   sub->add_option("--shard-mb", a->shard_mb, "Target shard size in MiB (at least two shards)")->capture_default_str();
+  sub->add_option_function<std::string>(
+      "--script",
+      [a](const std::string& text) {
+        nlohmann::json j;
+        try {
+          j = nlohmann::json::parse(text);
+        } catch (const nlohmann::json::exception& e) {
+          fail("--script: not valid JSON: ", e.what());
+        }
+        if (!j.is_array() || j.empty()) fail("--script: expected a non-empty JSON array of token spellings");
+        for (const nlohmann::json& t : j) {
+          if (!t.is_string() || t.get_ref<const std::string&>().empty()) fail("--script: every entry must be a non-empty string");
+          a->request.script.push_back(t.get<std::string>());
+        }
+      },
+      "qwen3_moe: a JSON array of token spellings the model then writes after the generation prompt "
+      "(added tokens such as <tool_call> or <|im_end|>, or any text, which becomes a token); for testing clients");
   sub->add_flag("--force", a->request.force, "Overwrite an existing checkpoint in --out");
   sub->add_flag("--quiet", a->quiet, "No progress line");
   return {sub, [a] { return run(*a); }};

@@ -119,6 +119,9 @@ const FamilyInfo& family_by_arch(const std::string& arch) {
 
 std::string make_family_checkpoint(const FamilyInfo& f, const MakeCheckpointRequest& r) {
   if (f.family != Family::K3DSpark && !r.target.empty()) fail("make-model: --target applies only to --arch k3_dspark");
+  if (f.family != Family::Qwen3Moe && !r.script.empty())
+    fail("make-model: --script applies only to --arch qwen3_moe (a bigram table of token spellings; K3's tool markup "
+         "repeats its tags, which a bigram cannot)");
   switch (f.family) {
     case Family::KimiK3: return make_k3_checkpoint(r);
     case Family::Qwen3Moe: return make_qwen3_moe_checkpoint(r);

@@ -729,6 +729,135 @@ TEST(HttpTools, ToolRequestsRenderExactlyTheTemplatesTokens) {
   }
 }
 
+// A Qwen3-MoE checkpoint whose greedy output is `script` (model/qwen3/qwen3_scripted.h).
+std::unique_ptr<LoadedModel> scripted_qwen3(const test::TempDir& dir, const std::vector<std::string>& script) {
+  Qwen3MoeGenerateOptions o;
+  o.out_dir = dir.path() + "/ckpt";
+  o.dims = qwen3_moe_preset("tiny");
+  o.dims.mlp_only_layers = {0};
+  o.script = ScriptedOutput{script};
+  generate_qwen3_moe_checkpoint(o);
+  return load_resident(o.out_dir, 1);
+}
+
+const json kWeatherTools = json::parse(
+    R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}])");
+const json kWeatherChat = json::array({{{"role", "user"}, {"content", "Weather in Paris?"}}});
+
+json tools_body(const json& messages, bool stream) {
+  json body = json::parse(chat_body(messages, 32, stream));
+  body["tools"] = kWeatherTools;
+  return body;
+}
+
+// The tool calls of a streamed answer, rebuilt from its chunks as OpenAI's
+// SDKs do, checking that each call's first piece has id, type and name.
+struct StreamedTurn {
+  std::string content, finish;
+  json calls = json::array();
+};
+StreamedTurn read_streamed_turn(HttpConnection& c) {
+  StreamedTurn t;
+  while (std::optional<std::string> e = c.next_event()) {
+    if (*e == "[DONE]") break;
+    const json j = json::parse(*e);
+    if (j["choices"].empty()) continue;  // the usage chunk
+    const json& choice = j["choices"][0];
+    if (!choice["finish_reason"].is_null()) t.finish = choice["finish_reason"];
+    const json& d = choice["delta"];
+    if (d.contains("content")) t.content += d["content"].get<std::string>();
+    if (!d.contains("tool_calls")) continue;
+    for (const json& piece : d["tool_calls"]) {
+      const size_t k = piece["index"];
+      if (k == t.calls.size()) {
+        EXPECT_TRUE(piece.contains("id") && piece["type"] == "function" && piece["function"].contains("name")) << piece;
+        t.calls.push_back({{"id", piece["id"]}, {"type", "function"},
+                           {"function", {{"name", piece["function"]["name"]}, {"arguments", ""}}}});
+      }
+      EXPECT_LT(k, t.calls.size()) << piece;
+      if (k < t.calls.size() && piece["function"].contains("arguments"))
+        t.calls[k]["function"]["arguments"] = t.calls[k]["function"]["arguments"].get<std::string>() +
+                                               piece["function"]["arguments"].get<std::string>();
+    }
+  }
+  return t;
+}
+
+// A model that answers with a call, served: the call comes back parsed, the
+// same streamed and not, and the client's next turn (the call in history, the
+// tool's result) is accepted and answered.
+TEST(HttpTools, AScriptedModelsToolCallComesBackParsedStreamedAndNot) {
+  test::TempDir dir;
+  const std::string call_json = R"({"name": "get_weather", "arguments": {"city": "Paris", "days": 2}})";
+  std::unique_ptr<LoadedModel> lm = scripted_qwen3(dir, {"<tool_call>", call_json, "</tool_call>", "<|im_end|>"});
+  TestServer s({}, {}, lm.get());
+
+  const HttpResponse whole = post(s.port(), "/v1/chat/completions", tools_body(kWeatherChat, false).dump());
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const json answer = whole.json();
+  const json& choice = answer["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_TRUE(choice["message"]["content"].is_null()) << choice;
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << choice;
+  const json call = choice["message"]["tool_calls"][0];
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  EXPECT_EQ(call["function"]["arguments"], R"({"city": "Paris", "days": 2})");
+  EXPECT_EQ(whole.json()["usage"]["completion_tokens"], 3);  // <tool_call>, the JSON, </tool_call> (the end token is not counted)
+
+  HttpConnection c(s.port());
+  ASSERT_TRUE(c.send(http_request_text("POST", "/v1/chat/completions", tools_body(kWeatherChat, true).dump())));
+  HttpResponse head;
+  ASSERT_TRUE(c.read_head(head));
+  ASSERT_EQ(head.status, 200);
+  const StreamedTurn streamed = read_streamed_turn(c);
+  EXPECT_EQ(streamed.finish, "tool_calls");
+  EXPECT_EQ(streamed.content, "");
+  ASSERT_EQ(streamed.calls.size(), 1u);
+  EXPECT_EQ(streamed.calls[0]["function"], call["function"]);
+
+  // The round trip: the call in history with its result.
+  json history = kWeatherChat;
+  history.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}});
+  history.push_back({{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", "Sunny, 21 C"}});
+  const HttpResponse next = post(s.port(), "/v1/chat/completions", tools_body(history, false).dump());
+  ASSERT_EQ(next.status, 200) << next.body;
+  EXPECT_GT(next.json()["usage"]["prompt_tokens"], whole.json()["usage"]["prompt_tokens"]);
+  EXPECT_EQ(next.json()["choices"][0]["finish_reason"], "tool_calls");
+}
+
+// Markup the model gets wrong reaches the client as text, whole, with
+// finish_reason "stop": arguments that are not JSON, and a block never closed.
+TEST(HttpTools, AScriptedModelsMalformedCallsAreShownAsContent) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"<tool_call>", R"({"name": "get_weather", "arguments": )", "</tool_call>", "<|im_end|>"},
+       R"(<tool_call>{"name": "get_weather", "arguments": </tool_call>)"},
+      {{"Let me check. ", "<tool_call>", R"({"name": "get_weather")", "<|im_end|>"},
+       R"(Let me check. <tool_call>{"name": "get_weather")"},
+  };
+  for (const auto& [script, shown] : cases) {
+    SCOPED_TRACE(shown);
+    test::TempDir dir;
+    std::unique_ptr<LoadedModel> lm = scripted_qwen3(dir, script);
+    TestServer s({}, {}, lm.get());
+    const HttpResponse r = post(s.port(), "/v1/chat/completions", tools_body(kWeatherChat, false).dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json answer = r.json();
+    const json& choice = answer["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], "stop");
+    EXPECT_EQ(choice["message"]["content"], shown);
+    EXPECT_FALSE(choice["message"].contains("tool_calls"));
+    HttpConnection c(s.port());
+    ASSERT_TRUE(c.send(http_request_text("POST", "/v1/chat/completions", tools_body(kWeatherChat, true).dump())));
+    HttpResponse head;
+    ASSERT_TRUE(c.read_head(head));
+    const StreamedTurn t = read_streamed_turn(c);
+    EXPECT_EQ(t.content, shown);
+    EXPECT_TRUE(t.calls.empty());
+    EXPECT_EQ(t.finish, "stop");
+  }
+}
+
 TEST_P(HttpFamily, ChatFollowUpReusesTheFirstTurn) {
   EngineSettings cold_opts;
   cold_opts.prompt_cache_entries = 0;

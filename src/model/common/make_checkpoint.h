@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace deltafin {
 
@@ -24,6 +25,10 @@ struct MakeCheckpointRequest {
   bool force = false;              // overwrite an existing checkpoint in `out`
   bool progress = true;
   DimOverrides dims;
+  // qwen3_moe only: a checkpoint whose greedy output after the generation
+  // prompt is these tokens (model/qwen3/qwen3_scripted.h), for testing clients
+  // against known output such as tool calls; empty: random weights.
+  std::vector<std::string> script;
 };
 
 }  // namespace deltafin

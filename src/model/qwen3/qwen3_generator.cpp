@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
@@ -67,6 +68,14 @@ const char* const kSpecialTokens[kAddedTokens] = {"<|endoftext|>", "<|im_start|>
                                                   "<tool_call>",   "</tool_call>", "<tool_response>",
                                                   "</tool_response>", "<think>", "</think>"};
 bool is_special(int i) { return i < 3; }
+
+// The added tokens' spellings, then `extra` (non-special).
+std::vector<std::pair<std::string, bool>> added_tokens(const std::vector<std::string>& extra) {
+  std::vector<std::pair<std::string, bool>> out;
+  for (int i = 0; i < kAddedTokens; ++i) out.emplace_back(kSpecialTokens[i], is_special(i));
+  for (const std::string& e : extra) out.emplace_back(e, false);
+  return out;
+}
 
 // GPT-2's byte -> code point table of byte-level BPE: printable bytes map to
 // themselves, the other 68 to 256, 257, ... in byte order, so every token is
@@ -155,12 +164,13 @@ std::vector<std::vector<TensorSpec>> plan_shards(const std::vector<TensorSpec>& 
   return shards;
 }
 
-json tokenizer_config_json(uint32_t first_special, int64_t max_positions) {
+json tokenizer_config_json(uint32_t first_special, int64_t max_positions, const std::vector<std::string>& extra) {
   json added = json::object();
-  for (int i = 0; i < kAddedTokens; ++i)
+  const auto tokens = added_tokens(extra);
+  for (size_t i = 0; i < tokens.size(); ++i)
     added[std::to_string(first_special + static_cast<uint32_t>(i))] = {
-        {"content", kSpecialTokens[i]}, {"lstrip", false},      {"normalized", false},
-        {"rstrip", false},              {"single_word", false}, {"special", is_special(i)}};
+        {"content", tokens[i].first}, {"lstrip", false},      {"normalized", false},
+        {"rstrip", false},            {"single_word", false}, {"special", tokens[i].second}};
   return json{{"add_bos_token", false},
               {"add_prefix_space", false},
               {"added_tokens_decoder", added},
@@ -178,7 +188,9 @@ json tokenizer_config_json(uint32_t first_special, int64_t max_positions) {
 
 }  // namespace
 
-json qwen3_tokenizer_json(const std::vector<std::string>& tokens) {
+const char* qwen3_added_token(int i) { return kSpecialTokens[i]; }
+
+json qwen3_tokenizer_json(const std::vector<std::string>& tokens, const std::vector<std::string>& extra_added) {
   if (tokens.size() < 256) fail("qwen3 tokenizer: ", tokens.size(), " tokens, expected the 256 bytes first");
   const std::vector<std::string> table = byte_to_unicode();
   std::unordered_map<std::string, uint32_t> id_of;
@@ -206,14 +218,15 @@ json qwen3_tokenizer_json(const std::vector<std::string>& tokens) {
       merges.push_back(to_token_string(tokens[l], table) + " " + to_token_string(tokens[r], table));
   }
   json added = json::array();
-  for (int i = 0; i < kAddedTokens; ++i)
-    added.push_back({{"id", tokens.size() + static_cast<size_t>(i)},
-                     {"content", kSpecialTokens[i]},
+  const auto specials = added_tokens(extra_added);
+  for (size_t i = 0; i < specials.size(); ++i)
+    added.push_back({{"id", tokens.size() + i},
+                     {"content", specials[i].first},
                      {"single_word", false},
                      {"lstrip", false},
                      {"rstrip", false},
                      {"normalized", false},
-                     {"special", is_special(i)}});
+                     {"special", specials[i].second}});
   const json byte_level = {
       {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
   return json{
@@ -285,20 +298,33 @@ uint64_t write_qwen3_checkpoint_files(const Qwen3CheckpointFiles& o, const std::
          " added tokens");
   if (o.shards < 1 || static_cast<size_t>(o.shards) > tensors.size())
     fail("make-model: --shards ", o.shards, " must be between 1 and the number of tensors (", tensors.size(), ")");
-  const int64_t n_bpe = o.vocab - kAddedTokens;
+  const std::vector<std::string> extra = o.script ? scripted_extra_tokens(*o.script) : std::vector<std::string>{};
+  const int64_t n_bpe = o.vocab - kAddedTokens - static_cast<int64_t>(extra.size());
+  if (n_bpe < 257) fail("make-model: --vocab ", o.vocab, " leaves no room for BPE merges after the script's tokens");
   // Train the tokenizer before touching the directory: a too-short training
   // text fails here with nothing written.
   const std::vector<std::string> tokens =
       train_bpe(kTrainingText, static_cast<size_t>(n_bpe - 256), Pretokenizer(kQwen3Pattern));
   if (static_cast<int64_t>(tokens.size()) != n_bpe)
     fail("make-model: BPE training produced ", tokens.size(), " tokens, wanted ", n_bpe);
-  const json tokenizer = qwen3_tokenizer_json(tokens);
+  const json tokenizer = qwen3_tokenizer_json(tokens, extra);
+  std::optional<ScriptedWeights> scripted;
+  if (o.script) {
+    if (o.tied) fail("make-model: a scripted checkpoint needs untied embeddings (its lm_head is the bigram table)");
+    scripted.emplace(*o.script, tokens, o.vocab, o.hidden);
+  }
+  auto write = [&](SafetensorsWriter& w, const TensorSpec& t) {
+    if (scripted && scripted->writes(t))
+      scripted->write(w, t);
+    else
+      write_tensor(w, t, o.seed, o.tied);
+  };
 
   prepare_checkpoint_dir(o.out_dir, o.force);
   uint64_t payload = 0;
   if (o.shards == 1) {
     SafetensorsWriter w((fs::path(o.out_dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
-    for (const TensorSpec& t : tensors) write_tensor(w, t, o.seed, o.tied);
+    for (const TensorSpec& t : tensors) write(w, t);
     w.commit();
     payload = w.payload_bytes();
   } else {
@@ -308,7 +334,7 @@ uint64_t write_qwen3_checkpoint_files(const Qwen3CheckpointFiles& o, const std::
       const std::string name = shard_file_name(s + 1, o.shards, 5);  // Hugging Face's usual names
       SafetensorsWriter w((fs::path(o.out_dir) / name).string(), shards[s], {{"format", "pt"}});
       for (const TensorSpec& t : shards[s]) {
-        write_tensor(w, t, o.seed, o.tied);
+        write(w, t);
         weight_map[t.name] = name;
       }
       w.commit();
@@ -319,7 +345,7 @@ uint64_t write_qwen3_checkpoint_files(const Qwen3CheckpointFiles& o, const std::
   }
   write_file_atomic((fs::path(o.out_dir) / "tokenizer.json").string(), tokenizer.dump(2) + "\n");
   write_file_atomic((fs::path(o.out_dir) / "tokenizer_config.json").string(),
-                    tokenizer_config_json(static_cast<uint32_t>(n_bpe), o.max_positions).dump(2) + "\n");
+                    tokenizer_config_json(static_cast<uint32_t>(n_bpe), o.max_positions, extra).dump(2) + "\n");
   // config.json last: its presence marks a complete checkpoint.
   write_file_atomic((fs::path(o.out_dir) / "config.json").string(), config_json.dump(2) + "\n");
   return payload;

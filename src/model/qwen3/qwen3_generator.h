@@ -17,6 +17,7 @@
 #include "format/safetensors_writer.h"
 #include "model/common/make_checkpoint.h"
 #include "model/qwen3/qwen3_config.h"
+#include "model/qwen3/qwen3_scripted.h"
 
 namespace deltafin {
 
@@ -25,6 +26,8 @@ namespace deltafin {
 // <tool_response>, </tool_response>, <think>, </think> (not special, as in
 // the released tokenizer.json).
 inline constexpr int kQwen3AddedTokens = 9;
+// The spelling of added token i (0 .. kQwen3AddedTokens - 1) in that order.
+const char* qwen3_added_token(int i);
 
 struct Qwen3GenerateOptions {
   std::string out_dir;
@@ -65,6 +68,10 @@ struct Qwen3CheckpointFiles {
   int64_t vocab = 0;
   int64_t max_positions = 0;  // tokenizer_config.json's model_max_length
   bool tied = false;          // embeddings scaled to also make the logits
+  // Set: the checkpoint's greedy output follows this script (qwen3_scripted.h);
+  // its extra tokens come after the added ones, within `vocab`.
+  const ScriptedOutput* script = nullptr;
+  int64_t hidden = 0;  // the config's hidden_size (for the scripted tensors)
 };
 uint64_t write_qwen3_checkpoint_files(const Qwen3CheckpointFiles& files, const std::vector<TensorSpec>& tensors,
                                       const nlohmann::json& config_json);
@@ -72,7 +79,9 @@ uint64_t write_qwen3_checkpoint_files(const Qwen3CheckpointFiles& files, const s
 // The tokenizer.json for `tokens` (byte strings indexed by id, 256 single
 // bytes first, as train_bpe returns them), with the added tokens at ids
 // tokens.size() .. + kQwen3AddedTokens - 1. Exposed for tests.
-nlohmann::json qwen3_tokenizer_json(const std::vector<std::string>& tokens);
+// `extra_added`: further added tokens (non-special) after those.
+nlohmann::json qwen3_tokenizer_json(const std::vector<std::string>& tokens,
+                                    const std::vector<std::string>& extra_added = {});
 
 // Qwen2/Qwen3's pre-tokenizer regex, as tokenizer.json writes it.
 extern const char* const kQwen3Pattern;

@@ -51,7 +51,8 @@ Qwen3MoeGenerateResult generate_qwen3_moe_checkpoint(const Qwen3MoeGenerateOptio
         o.yarn_original_max_positions > 0 ? o.yarn_original_max_positions : o.max_position_embeddings;
     b.yarn.attention_factor = 0.1 * std::log(o.yarn_factor) + 1.0;
   }
-  const int64_t n_bpe = d.vocab - kQwen3AddedTokens;
+  const int64_t extra = o.script ? static_cast<int64_t>(scripted_extra_tokens(*o.script).size()) : 0;
+  const int64_t n_bpe = d.vocab - kQwen3AddedTokens - extra;
   b.bos_token_id = n_bpe;               // <|endoftext|>
   b.eos_token_ids = {n_bpe + 2};        // <|im_end|>, as the released chat checkpoints
   want.moe_intermediate_size = d.moe_intermediate;
@@ -66,7 +67,7 @@ Qwen3MoeGenerateResult generate_qwen3_moe_checkpoint(const Qwen3MoeGenerateOptio
   const Qwen3MoeConfig config = parse_qwen3_moe_config(config_json, "generated config.json");
   const std::vector<TensorSpec> tensors = qwen3_moe_tensor_specs(config);
   Qwen3CheckpointFiles files{o.out_dir, o.seed, o.force, o.shards, d.vocab, o.max_position_embeddings,
-                             o.tie_word_embeddings};
+                             o.tie_word_embeddings, o.script ? &*o.script : nullptr, d.hidden};
   Qwen3MoeGenerateResult r;
   r.payload_bytes = write_qwen3_checkpoint_files(files, tensors, config_json);
   r.config = config;

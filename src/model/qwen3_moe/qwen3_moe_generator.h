@@ -8,10 +8,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/common/make_checkpoint.h"
+#include "model/qwen3/qwen3_scripted.h"
 #include "model/qwen3_moe/qwen3_moe_config.h"
 
 namespace deltafin {
@@ -44,6 +46,8 @@ struct Qwen3MoeGenerateOptions {
   bool tie_word_embeddings = false;  // the released MoE checkpoints are untied
   int shards = 2;                    // 1: model.safetensors; N > 1: shards + index
   bool force = false;
+  // Set: greedy output follows this script (model/qwen3/qwen3_scripted.h).
+  std::optional<ScriptedOutput> script;
 };
 
 struct Qwen3MoeGenerateResult {

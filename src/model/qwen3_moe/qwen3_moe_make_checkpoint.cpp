@@ -23,6 +23,7 @@ std::string make_qwen3_moe_checkpoint(const MakeCheckpointRequest& a) {
   o.dims.vocab = d.vocab.value_or(o.dims.vocab);
   o.dims.moe_intermediate = d.moe_intermediate.value_or(o.dims.moe_intermediate);
   o.dims.intermediate = d.intermediate.value_or(o.dims.intermediate);
+  if (!a.script.empty()) o.script = ScriptedOutput{a.script};
   // About one shard per a.shard_bytes (--shard-mb), at least two, as released checkpoints are sharded.
   Qwen3MoeConfig probe;
   probe.base.hidden_size = o.dims.hidden;
@@ -39,7 +40,10 @@ std::string make_qwen3_moe_checkpoint(const MakeCheckpointRequest& a) {
          strformat("  %zu tensors in %d shards, %s of weights (expert record %llu bytes)\n", r.tensors, o.shards,
                    human_bytes(static_cast<double>(r.payload_bytes)).c_str(),
                    static_cast<unsigned long long>(c.expert_record_bytes())) +
-         "  the weights are random: this checkpoint has Qwen3-MoE's architecture and file layout, not its knowledge\n";
+         (a.script.empty()
+              ? "  the weights are random: this checkpoint has Qwen3-MoE's architecture and file layout, not its knowledge\n"
+              : strformat("  scripted: after the generation prompt its greedy output is the %zu tokens of --script\n",
+                          a.script.size()));
 }
 
 }  // namespace deltafin
