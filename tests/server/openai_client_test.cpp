@@ -55,6 +55,7 @@ struct Client {
   bool ok = false;
   std::string why_not;  // when !ok
   std::string script;   // the copy of client_test.mjs next to node_modules
+  std::string tools_script;  // and of tool_calls_test.mjs
   std::string version;
   double install_seconds = 0;
   bool reused = false;
@@ -104,6 +105,8 @@ Client install_client() {
   // Next to node_modules, so that `import OpenAI from "openai"` resolves.
   c.script = prefix + "/client_test.mjs";
   write_file_atomic(c.script, read_text_file(source + "/client_test.mjs"));
+  c.tools_script = prefix + "/tool_calls_test.mjs";
+  write_file_atomic(c.tools_script, read_text_file(source + "/tool_calls_test.mjs"));
   c.install_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   c.ok = true;
   return c;
@@ -169,6 +172,41 @@ TEST_P(OpenAIClient, OfficialSdkDrivesServe) {
                        << node_out << "\n--- server output ---\n"
                        << server.output();
   EXPECT_EQ(server_status, 0) << "the server did not exit cleanly on SIGTERM; its output:\n" << server.output();
+}
+
+// The SDK reading tool calls: a scripted Qwen3-MoE checkpoint answers every
+// chat with one get_weather call (tool_calls_test.mjs says what is checked).
+TEST(OpenAIClientTools, OfficialSdkReadsAScriptedModelsToolCalls) {
+  const Client client = install_client();
+  if (!client.ok) {
+    const char* ci = std::getenv("CI");
+    if (ci && std::string(ci) == "true") FAIL() << "the openai npm package is unavailable under CI: " << client.why_not;
+    GTEST_SKIP() << "\n*** SKIPPED: the openai npm package is unavailable (" << client.why_not << ")\n";
+  }
+  test::TempDir dir;
+  const std::string model_dir = dir.file("scripted");
+  const std::string arguments = R"({"city": "Paris", "days": 2})";
+  const json script = {"<tool_call>", R"({"name": "get_weather", "arguments": )" + arguments + "}", "</tool_call>",
+                       "<|im_end|>"};
+  std::string out;
+  ASSERT_EQ(test::run_command(shell_quote(test::deltafin_binary()) + " make-model --arch qwen3_moe --out " +
+                                  shell_quote(model_dir) + " --quiet --script " + shell_quote(script.dump()),
+                              &out),
+            0)
+      << out;
+  const std::string api_key = "test-key";
+  ServeProcess server({"--model", model_dir, "--api-key", api_key, "--max-tokens", std::to_string(kMaxTokens)}, {},
+                      kServerStartLimit);
+  ASSERT_TRUE(server.error().empty()) << server.error() << "; its output:\n" << server.output();
+  std::string node_out;
+  const int status = run_child({"node", client.tools_script},
+                               {"DELTAFIN_TEST_BASE_URL=" + server.base_url(), "DELTAFIN_TEST_API_KEY=" + api_key,
+                                "DELTAFIN_TEST_MODEL=scripted", "DELTAFIN_TEST_CALL_ARGUMENTS=" + arguments},
+                               &node_out, kNodeLimit);
+  if (status == 0) std::printf("%s", node_out.c_str());
+  const int server_status = server.stop(kServerStopLimit);
+  EXPECT_EQ(status, 0) << node_out << "\n--- server output ---\n" << server.output();
+  EXPECT_EQ(server_status, 0) << server.output();
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, OpenAIClient,
