@@ -61,10 +61,15 @@ std::optional<TagText> parse_tag_text(const std::string& text) {
   return t;
 }
 
-// A JSON string literal's inside (no quotes), for text that is valid UTF-8
-// (what StreamDecoder gives).
+// `text` as a JSON string literal (invalid UTF-8 would become U+FFFD; the
+// decoders only give valid text).
+std::string json_quoted(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// The literal's inside, without its quotes: a piece of a string value.
 std::string json_escaped(const std::string& text) {
-  const std::string quoted = nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  const std::string quoted = json_quoted(text);
   return quoted.substr(1, quoted.size() - 2);
 }
 
@@ -224,8 +229,7 @@ bool K3ChatOutput::tool_tag(bool is_open, const std::string& text, ChatDelta& ou
     string_value_ = !type || *type == "string";
     ToolCallDelta d;
     d.index = calls_ - 1;
-    d.arguments = cat(object_open_ ? ", " : "{", nlohmann::json(*key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                      ": ", string_value_ ? "\"" : "");
+    d.arguments = cat(object_open_ ? ", " : "{", json_quoted(*key), ": ", string_value_ ? "\"" : "");
     out.tool_calls.push_back(std::move(d));
     object_open_ = true;
     tools_ = ToolState::Argument;

@@ -10,10 +10,6 @@ namespace deltafin {
 
 namespace {
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 int64_t added_index(const std::string& spelling) {
   for (int i = 0; i < kQwen3AddedTokens; ++i)
     if (spelling == qwen3_added_token(i)) return i;
@@ -65,7 +61,7 @@ ScriptedWeights::ScriptedWeights(const ScriptedOutput& script, const std::vector
 
 bool ScriptedWeights::writes(const TensorSpec& t) const {
   return t.name == "model.embed_tokens.weight" || t.name == "lm_head.weight" || t.name == "model.norm.weight" ||
-         ends_with(t.name, "o_proj.weight") || ends_with(t.name, "down_proj.weight");
+         t.name.ends_with("o_proj.weight") || t.name.ends_with("down_proj.weight");
 }
 
 void ScriptedWeights::write(SafetensorsWriter& w, const TensorSpec& t) const {
