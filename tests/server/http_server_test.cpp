@@ -27,6 +27,7 @@
 #include "model/kimi_k3/chat/chat_template.h"
 #include "runtime/engine.h"
 #include "server/http_test_client.h"
+#include "server/in_process_server.h"
 #include "server/shared_test_model.h"
 #include "support/family_model.h"
 #include "support/test_support.h"
@@ -39,6 +40,10 @@ using test::HttpResponse;
 using test::http_call;
 using test::http_request_text;
 using test::is_openai_error;
+using test::TestServer;
+using test::post;
+using test::eventually;
+using test::scripted_qwen3;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
@@ -47,40 +52,6 @@ namespace {
 const char* kModelName = "tiny";
 
 LoadedK3& model() { return test::shared_tiny_model(11); }
-
-// A server on a free loopback port, serving on its own thread until destroyed.
-class TestServer {
-public:
-  explicit TestServer(EngineSettings so = {}, ServerOptions o = {}, LoadedModel* lm = nullptr)
-      : service_(lm ? *lm : model(), so, &shutdown_) {
-    o.host = "127.0.0.1";
-    o.port = 0;
-    if (o.model_name.empty()) o.model_name = kModelName;
-    o.log_requests = false;
-    server_ = std::make_unique<ApiServer>(service_, o);
-    port_ = server_->bind();
-    thread_ = std::thread([this] { server_->serve(); });
-    // stop() is a no-op until the accept loop runs: wait until it answers.
-    const auto deadline = Clock::now() + std::chrono::seconds(10);
-    while (http_call(port_, "GET", "/health").status != 200 && Clock::now() < deadline)
-      std::this_thread::sleep_for(milliseconds(5));
-  }
-  ~TestServer() {
-    shutdown_.store(true);
-    server_->stop();
-    thread_.join();
-  }
-  int port() const { return port_; }
-  Engine& service() { return service_; }
-  json health() const { return http_call(port_, "GET", "/health").json(); }
-
-private:
-  std::atomic<bool> shutdown_{false};
-  Engine service_;
-  std::unique_ptr<ApiServer> server_;
-  int port_ = 0;
-  std::thread thread_;
-};
 
 std::string completion_body(const std::string& prompt, int max_tokens, bool stream = false) {
   json j = {{"model", kModelName}, {"prompt", prompt}, {"max_tokens", max_tokens}};
@@ -97,24 +68,8 @@ std::string chat_body(const json& messages, int max_tokens, bool stream = false)
   return j.dump();
 }
 
-HttpResponse post(int port, const std::string& path, const std::string& body,
-                  const std::vector<std::pair<std::string, std::string>>& headers = {}) {
-  return http_call(port, "POST", path, body, headers);
-}
-
 const std::string kPrompt = "Hello there, how are you";
 const json kChat = json::array({{{"role", "user"}, {"content", "Hi there"}}});
-
-// Polls `f` every 5 ms until it holds or `limit` passes.
-template <class F>
-bool eventually(F f, milliseconds limit) {
-  const auto deadline = Clock::now() + limit;
-  while (Clock::now() < deadline) {
-    if (f()) return true;
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  return f();
-}
 
 int64_t vm_rss_kb() {
   std::ifstream f("/proc/self/status");
@@ -727,17 +682,6 @@ TEST(HttpTools, ToolRequestsRenderExactlyTheTemplatesTokens) {
     EXPECT_EQ(chat.json()["usage"]["prompt_tokens"], ids.size());
     EXPECT_EQ(chat.json()["usage"]["prompt_tokens_details"]["cached_tokens"], ids.size() - 1);
   }
-}
-
-// A Qwen3-MoE checkpoint whose greedy output is `script` (model/qwen3/qwen3_scripted.h).
-std::unique_ptr<LoadedModel> scripted_qwen3(const test::TempDir& dir, const std::vector<std::string>& script) {
-  Qwen3MoeGenerateOptions o;
-  o.out_dir = dir.path() + "/ckpt";
-  o.dims = qwen3_moe_preset("tiny");
-  o.dims.mlp_only_layers = {0};
-  o.script = ScriptedOutput{script};
-  generate_qwen3_moe_checkpoint(o);
-  return load_resident(o.out_dir, 1);
 }
 
 const json kWeatherTools = json::parse(

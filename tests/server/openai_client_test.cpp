@@ -8,12 +8,10 @@
 // through the SDK's error classes. What is checked is listed in that script.
 //
 // The package (pinned in tests/server/openai/package.json) is installed with
-// npm into <build dir>/openai-client and reused when that version is there;
-// an flock keeps parallel test processes from installing at the same time.
+// npm into <build dir>/openai-client (server/npm_client.h).
 // Without node, or when npm cannot install, the test skips loudly; with
 // CI=true it fails instead. The server and node are killed when the test
 // ends, however it ends (and by PR_SET_PDEATHSIG if this process dies).
-#include <sys/file.h>
 
 #include <gtest/gtest.h>
 
@@ -25,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "server/npm_client.h"
 #include "server/serve_process.h"
 #include "support/test_support.h"
 #include "util/file.h"
@@ -32,7 +31,6 @@
 namespace deltafin {
 namespace {
 
-using test::FileLock;
 using test::ServeProcess;
 using test::run_child;
 using test::shell_quote;
@@ -48,68 +46,8 @@ constexpr auto kNodeLimit = std::chrono::seconds(600);
 
 
 
-// ---------------------------------------------------------------------------
-// The npm install.
-
-struct Client {
-  bool ok = false;
-  std::string why_not;  // when !ok
-  std::string script;   // the copy of client_test.mjs next to node_modules
-  std::string tools_script;  // and of tool_calls_test.mjs
-  std::string version;
-  double install_seconds = 0;
-  bool reused = false;
-};
-
-Client install_client() {
-  Client c;
-  const auto start = Clock::now();
-  std::string out;
-  if (test::run_command("node --version", &out) != 0) {
-    c.why_not = "node is not available: " + out;
-    return c;
-  }
-  const std::string source = test::source_dir() + "/tests/server/openai";
-  const std::string package_json = read_text_file(source + "/package.json");
-  c.version = json::parse(package_json)["dependencies"]["openai"].get<std::string>();
-
-  const std::string prefix = fs::path(test::deltafin_binary()).parent_path().string() + "/openai-client";
-  fs::create_directories(prefix);
-  FileLock lock(prefix + "/.lock");
-  const std::string installed_json = prefix + "/node_modules/openai/package.json";
-  bool installed = false;
-  if (file_exists(installed_json)) {
-    try {
-      installed = json::parse(read_text_file(installed_json)).value("version", "") == c.version;
-    } catch (const std::exception&) {
-      installed = false;
-    }
-  }
-  const std::string prefix_json = prefix + "/package.json";
-  if (!installed || !file_exists(prefix_json) || read_text_file(prefix_json) != package_json) {
-    write_file_atomic(prefix_json, package_json);
-    const std::string cmd = "npm install --prefix " + shell_quote(prefix) +
-                            " --no-audit --no-fund --no-package-lock --loglevel=error";
-    if (test::run_command(cmd, &out) != 0) {
-      c.why_not = "`" + cmd + "` failed: " + out;
-      return c;
-    }
-    if (!file_exists(installed_json) ||
-        json::parse(read_text_file(installed_json)).value("version", "") != c.version) {
-      c.why_not = "`" + cmd + "` did not install openai " + c.version;
-      return c;
-    }
-  } else {
-    c.reused = true;
-  }
-  // Next to node_modules, so that `import OpenAI from "openai"` resolves.
-  c.script = prefix + "/client_test.mjs";
-  write_file_atomic(c.script, read_text_file(source + "/client_test.mjs"));
-  c.tools_script = prefix + "/tool_calls_test.mjs";
-  write_file_atomic(c.tools_script, read_text_file(source + "/tool_calls_test.mjs"));
-  c.install_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  c.ok = true;
-  return c;
+test::NpmClient install_client() {
+  return test::install_npm_client("openai", "openai", {"client_test.mjs", "tool_calls_test.mjs"});
 }
 
 // A target family and what the script checks it against, worked out by hand.
@@ -125,10 +63,9 @@ class OpenAIClient : public ::testing::TestWithParam<FamilyCase> {};
 
 TEST_P(OpenAIClient, OfficialSdkDrivesServe) {
   const FamilyCase& fc = GetParam();
-  const Client client = install_client();
+  const test::NpmClient client = install_client();
   if (!client.ok) {
-    const char* ci = std::getenv("CI");
-    if (ci && std::string(ci) == "true") FAIL() << "the openai npm package is unavailable under CI: " << client.why_not;
+    if (test::under_ci()) FAIL() << "the openai npm package is unavailable under CI: " << client.why_not;
     GTEST_SKIP() << "\n*** SKIPPED: the openai npm package is unavailable (" << client.why_not
                  << ")\n*** `deltafin serve` has NOT been checked against the official OpenAI client\n";
   }
@@ -155,7 +92,7 @@ TEST_P(OpenAIClient, OfficialSdkDrivesServe) {
 
   const auto start = Clock::now();
   std::string node_out;
-  const int status = run_child({"node", client.script},
+  const int status = run_child({"node", client.scripts[0]},
                                {"DELTAFIN_TEST_BASE_URL=" + server.base_url(), "DELTAFIN_TEST_API_KEY=" + api_key,
                                 "DELTAFIN_TEST_MODEL=" + model_name, "DELTAFIN_TEST_MODEL_DIR=" + model_dir,
                                 "DELTAFIN_TEST_FAMILY=" + std::string(fc.family),
@@ -168,7 +105,7 @@ TEST_P(OpenAIClient, OfficialSdkDrivesServe) {
   if (status == 0) std::printf("%s", node_out.c_str());  // the list of checks
 
   const int server_status = server.stop(kServerStopLimit);
-  EXPECT_EQ(status, 0) << "node " << client.script << " (a copy of tests/server/openai/client_test.mjs) said:\n"
+  EXPECT_EQ(status, 0) << "node " << client.scripts[0] << " (a copy of tests/server/openai/client_test.mjs) said:\n"
                        << node_out << "\n--- server output ---\n"
                        << server.output();
   EXPECT_EQ(server_status, 0) << "the server did not exit cleanly on SIGTERM; its output:\n" << server.output();
@@ -177,10 +114,9 @@ TEST_P(OpenAIClient, OfficialSdkDrivesServe) {
 // The SDK reading tool calls: a scripted Qwen3-MoE checkpoint answers every
 // chat with one get_weather call (tool_calls_test.mjs says what is checked).
 TEST(OpenAIClientTools, OfficialSdkReadsAScriptedModelsToolCalls) {
-  const Client client = install_client();
+  const test::NpmClient client = install_client();
   if (!client.ok) {
-    const char* ci = std::getenv("CI");
-    if (ci && std::string(ci) == "true") FAIL() << "the openai npm package is unavailable under CI: " << client.why_not;
+    if (test::under_ci()) FAIL() << "the openai npm package is unavailable under CI: " << client.why_not;
     GTEST_SKIP() << "\n*** SKIPPED: the openai npm package is unavailable (" << client.why_not << ")\n";
   }
   test::TempDir dir;
@@ -199,7 +135,7 @@ TEST(OpenAIClientTools, OfficialSdkReadsAScriptedModelsToolCalls) {
                       kServerStartLimit);
   ASSERT_TRUE(server.error().empty()) << server.error() << "; its output:\n" << server.output();
   std::string node_out;
-  const int status = run_child({"node", client.tools_script},
+  const int status = run_child({"node", client.scripts[1]},
                                {"DELTAFIN_TEST_BASE_URL=" + server.base_url(), "DELTAFIN_TEST_API_KEY=" + api_key,
                                 "DELTAFIN_TEST_MODEL=scripted", "DELTAFIN_TEST_CALL_ARGUMENTS=" + arguments},
                                &node_out, kNodeLimit);
