@@ -13,7 +13,7 @@ PreparedPrompt prepare_prompt(const Engine& engine, const api::GenerationRequest
     const ChatFormat* chat = engine.chat();
     if (!chat) throw ApiError(400, "This model has no chat format: " + engine.chat_missing(), "messages", "no_chat_template");
     ChatTurnOptions o;
-    o.thinking = true;  // the model answers with a reasoning block; reasoning_effort, where the family has levels, sets its length
+    o.thinking = r.thinking;  // a reasoning block first; reasoning_effort, where the family has levels, sets its length
     o.reasoning_effort = r.reasoning_effort;
     o.tools = r.tools;
     o.tool_choice = r.tool_choice;

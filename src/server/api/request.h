@@ -93,6 +93,9 @@ struct GenerationRequest {
   // Chat: the messages exactly as given (validated), for render_chat().
   nlohmann::ordered_json messages;
   std::optional<std::string> reasoning_effort;  // OpenAI's level as given; unset: the family's default
+  // The answer starts with a reasoning block. Always on the OpenAI routes;
+  // the Anthropic route's `thinking` turns it off (its default).
+  bool thinking = true;
   // tools, tool_choice and response_format as given (validated; null when
   // absent; a {"type": "text"} format is null), for the family's template.
   nlohmann::ordered_json tools, tool_choice, response_format;
@@ -112,5 +115,11 @@ struct GenerationRequest {
 
 // Throws ApiError (400 naming the field; 404 for an unknown model).
 GenerationRequest parse_request(Endpoint endpoint, std::string_view body, const RequestLimits& limits);
+// The same for a body already parsed (a JSON object): the Anthropic route
+// validates its own request, translates it into this form and checks that.
+GenerationRequest parse_request_json(Endpoint endpoint, nlohmann::ordered_json body, const RequestLimits& limits);
+// The body's "model" when this server serves it; 400 when absent or not a
+// string, 404 (model_not_found) when it names another model.
+std::string served_model(const nlohmann::ordered_json& body, const RequestLimits& limits);
 
 }  // namespace deltafin::api

@@ -18,11 +18,19 @@ std::string StopMatcher::push(std::string_view text) {
   // push and no position before it can start one (see below), so a search of
   // held_ finds the first stop in the whole output.
   size_t first = std::string::npos;
-  for (const std::string& s : stops_) first = std::min(first, held_.find(s));
-  if (first != std::string::npos) {
+  const std::string* which = nullptr;
+  for (const std::string& s : stops_) {
+    const size_t at = held_.find(s);
+    if (at < first) {  // of stops found at the same place, the first listed
+      first = at;
+      which = &s;
+    }
+  }
+  if (which) {
     std::string out = held_.substr(0, first);
     held_.clear();
     stopped_ = true;
+    matched_ = *which;
     return out;
   }
 

@@ -23,10 +23,13 @@ public:
   // End of generation without a stop: the held-back text.
   std::string flush();
   bool stopped() const { return stopped_; }
+  // The stop string that ended the text (empty until stopped()).
+  const std::string& matched() const { return matched_; }
 
 private:
   std::vector<std::string> stops_;
   std::string held_;
+  std::string matched_;
   bool stopped_ = false;
 };
 

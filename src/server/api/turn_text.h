@@ -36,6 +36,7 @@ public:
   // generation should end now.
   bool stopped() const { return stop_.stopped() || call_done_; }
   bool stopped_by_string() const { return stop_.stopped(); }
+  const std::string& stop_string() const { return stop_.matched(); }  // which one, when stopped_by_string()
   int64_t reasoning_tokens() const { return chat_ ? chat_->reasoning_tokens() : 0; }
 
 private:
