@@ -1,6 +1,7 @@
 // libFuzzer target: request validation (server/api/request.h).
 //
-// The input bytes are a request body, parsed for both endpoints. ApiError is
+// The input bytes are a request body, parsed for both OpenAI endpoints and
+// as an Anthropic Messages body (create and count_tokens). ApiError is
 // the one expected failure, and its response body must serialise (no invalid
 // UTF-8 quoted back). Any other exception, crash or sanitizer report is a bug.
 //
@@ -15,6 +16,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "server/api/anthropic_format.h"
+#include "server/api/anthropic_request.h"
 #include "server/api/request.h"
 #include "model/kimi_k3/chat/chat_template.h"
 #include "util/error.h"
@@ -31,7 +34,7 @@ const RequestLimits& limits() {
   return l;
 }
 
-void check_accepted(const GenerationRequest& req, Endpoint endpoint) {
+void check_accepted(const GenerationRequest& req, Endpoint endpoint, size_t max_stops = 4) {
   const auto bad = [](const char* what) {
     std::fprintf(stderr, "accepted request breaks its contract: %s\n", what);
     std::abort();
@@ -39,7 +42,7 @@ void check_accepted(const GenerationRequest& req, Endpoint endpoint) {
   if (req.endpoint != endpoint) bad("endpoint");
   if (req.model != "m") bad("model");
   if (req.max_tokens && (*req.max_tokens < 1 || *req.max_tokens > 100)) bad("max_tokens range");
-  if (req.stop.size() > 4) bad("more than 4 stop strings");
+  if (req.stop.size() > max_stops) bad("too many stop strings");
   for (const auto& s : req.stop) {
     if (s.empty()) bad("empty stop string");
   }
@@ -80,6 +83,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const ApiError& e) {
       // What the server sends: must not throw (e.g. on invalid UTF-8).
       (void)e.body().dump();
+      if (e.status != 400 && e.status != 404) {
+        std::fprintf(stderr, "unexpected status %d: %s\n", e.status, e.what());
+        std::abort();
+      }
+    }
+  }
+  // The same bytes as an Anthropic Messages body: an accepted one is a chat
+  // request that renders, and its errors serialise in Anthropic's shape.
+  for (const bool count_tokens : {false, true}) {
+    try {
+      const deltafin::api::MessagesRequest m = deltafin::api::parse_messages_request(body, limits(), count_tokens);
+      check_accepted(m.chat, Endpoint::Chat, 16);
+    } catch (const ApiError& e) {
+      (void)deltafin::api::anthropic_error(e).dump();
       if (e.status != 400 && e.status != 404) {
         std::fprintf(stderr, "unexpected status %d: %s\n", e.status, e.what());
         std::abort();

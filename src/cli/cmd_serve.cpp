@@ -62,7 +62,8 @@ int serve(ServeArgs a) {
   a.server.body_timeout_ms = static_cast<int64_t>(a.body_timeout_s * 1000);
   a.server.idle_timeout_ms = static_cast<int64_t>(a.idle_timeout_s * 1000);
   a.server.keepalive_ms = static_cast<int64_t>(a.keepalive_s * 1000);
-  if (const char* d = std::getenv("DELTAFIN_SERVE_STEP_DELAY_MS")) so.step_delay_ms = std::atoi(d);
+  if (const char* d = std::getenv("DELTAFIN_SERVE_STEP_DELAY_MS")) so.step_delay_ms = std::atoi(d);  // tests only
+  if (const char* d = std::getenv("DELTAFIN_SERVE_PREFILL_DELAY_MS")) so.prefill_delay_ms = std::atoi(d);  // tests only
   g_shutdown.store(false);
   Engine engine(model_source(a.model), so, &g_shutdown);
   std::fprintf(stderr, "%s\n", engine.describe().c_str());

@@ -6,8 +6,11 @@
 #include <cstdio>
 #include <optional>
 
+#include "server/anthropic_answer.h"
+#include "server/api/anthropic_format.h"
+#include "server/api/anthropic_request.h"
 #include "server/api/openai_format.h"
-#include "server/api/turn_text.h"
+#include "server/openai_answer.h"
 #include "util/error.h"
 
 namespace deltafin {
@@ -46,16 +49,6 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
   return diff == 0 && !b.empty();
 }
 
-// A turn that ended (end of message, or the one call parallel_tool_calls:
-// false allows) with tool calls finishes with "tool_calls"; one cut off by
-// max_tokens keeps "length" even with calls, and a stop string "stop".
-const char* finish_reason(Finish f, bool stopped_by_string, bool stopped_by_call, size_t tool_calls) {
-  if (stopped_by_string) return "stop";
-  if (stopped_by_call || (f == Finish::Eos && tool_calls > 0)) return "tool_calls";
-  if (f == Finish::Eos) return "stop";
-  return "length";
-}
-
 const char* error_type(int status) {
   switch (status) {
     case 401: return "authentication_error";
@@ -65,81 +58,20 @@ const char* error_type(int status) {
   }
 }
 
+// The Anthropic route's names for what the chat form calls response_format.
+api::ApiError anthropic_names(const api::ApiError& e) {
+  if (!e.param.starts_with("response_format")) return e;
+  return api::ApiError(e.status, cat("Unsupported value for 'output_config.format': ", e.what()), "output_config.format",
+                       e.code, e.type);
+}
+
+// The Anthropic Messages routes answer errors in Anthropic's shape.
+bool is_anthropic_route(const std::string& path) { return path == "/v1/messages" || path == "/v1/messages/count_tokens"; }
+
 // The generation routes wait for their turn (minutes, behind a long prompt):
 // they get the slow lane, everything else the quick one.
 bool is_generation_route(const http::Request& r) {
-  return r.method == "POST" && (r.path == "/v1/chat/completions" || r.path == "/v1/completions");
-}
-
-// One admitted generation request: what it asked for and how to answer.
-struct Job {
-  api::GenerationRequest request;
-  PreparedPrompt prompt;
-  api::ResponseHead head;
-  std::unique_ptr<Admission::Ticket> ticket;
-};
-
-struct JobResult {
-  Outcome outcome;
-  std::string reasoning, content;
-  std::vector<api::ToolCallOut> tool_calls;
-  bool stopped_by_string = false;
-  bool stopped_by_call = false;  // parallel_tool_calls: false, and the first call is complete
-  int64_t reasoning_tokens = 0;
-
-  std::string finish() const {
-    return finish_reason(outcome.finish, stopped_by_string, stopped_by_call, tool_calls.size());
-  }
-};
-
-// Runs one admitted job, handing what it shows to `emit` as it comes. `gone`
-// says the client left or the server stops; either ends the job as Cancelled.
-JobResult run_job(Engine& engine, const Job& job, const std::function<bool(const api::OutputDelta&)>& emit,
-                  const std::function<bool()>& gone) {
-  JobResult r;
-  api::TurnText text = job.prompt.chat ? api::TurnText(engine.chat()->output(job.prompt.thinking), job.request.stop,
-                                                       !job.request.parallel_tool_calls)
-                                       : api::TurnText(engine.text(), job.request.stop);
-  bool emit_failed = false, left = false;
-  auto cancelled = [&] { return emit_failed || (left = left || gone()); };
-  auto show = [&](const api::OutputDelta& d) {
-    if (d.empty()) return;
-    r.reasoning += d.reasoning;
-    r.content += d.content;
-    for (const ToolCallDelta& call : d.tool_calls) {
-      if (call.begins) r.tool_calls.push_back({api::tool_call_id(job.head, call.index), call.name, ""});
-      r.tool_calls.at(call.index).arguments += call.arguments;
-    }
-    if (!emit(d)) emit_failed = true;
-  };
-  r.outcome = engine.generate(
-      job.prompt.tokens, job.prompt.chat, job.prompt.max_new,
-      [&](uint32_t id) {
-        show(text.push(id));
-        if (text.stopped()) return false;
-        return !cancelled();
-      },
-      cancelled);
-  if (!text.stopped_by_string() && r.outcome.finish != Finish::Cancelled && !emit_failed && !left) show(text.finish());
-  r.stopped_by_string = text.stopped_by_string() && !emit_failed && !left;
-  r.stopped_by_call = text.stopped() && !text.stopped_by_string() && !emit_failed && !left;
-  r.reasoning_tokens = text.reasoning_tokens();
-  if (emit_failed || left) r.outcome.finish = Finish::Cancelled;  // a stop for a gone client is a cancel, always
-  return r;
-}
-
-api::Usage usage_of(const JobResult& r) {
-  api::Usage u;
-  u.prompt_tokens = r.outcome.prompt_tokens;
-  u.completion_tokens = r.outcome.completion_tokens;
-  u.cached_tokens = r.outcome.cached_tokens;
-  u.reasoning_tokens = r.reasoning_tokens;
-  return u;
-}
-
-ApiError shutting_down() {
-  return ApiError(503, "The server is shutting down; the request was not completed", "", "shutting_down",
-                  "server_error");
+  return r.method == "POST" && (r.path == "/v1/chat/completions" || r.path == "/v1/completions" || r.path == "/v1/messages");
 }
 
 }  // namespace
@@ -182,6 +114,8 @@ void ApiServer::send_json(http::Exchange& ex, int status, const json& body, cons
 }
 
 void ApiServer::send_error(http::Exchange& ex, const ApiError& e, const http::Headers& extra) const {
+  if (is_anthropic_route(ex.request().path))
+    return ex.respond(e.status, "application/json", api::anthropic_error(e).dump(-1, ' ', false, json::error_handler_t::replace), extra);
   send_json(ex, e.status, e.body(), extra);
 }
 
@@ -190,13 +124,18 @@ double ApiServer::retry_after_seconds() const {
   return std::max(1.0, std::ceil(seconds_per_request_.load() * static_cast<double>(c.waiting + 1)));
 }
 
+// The key comes as OpenAI's clients send it ("Authorization: Bearer KEY")
+// or as Anthropic's do ("x-api-key: KEY"), on every route.
 void ApiServer::check_auth(const http::Request& req) const {
   if (o_.api_key.empty()) return;
-  const std::optional<std::string> got = req.header("Authorization");
-  if (got && constant_time_equal(*got, "Bearer " + o_.api_key)) return;
+  const std::optional<std::string> bearer = req.header("Authorization");
+  const std::optional<std::string> x_key = req.header("x-api-key");
+  if (bearer && constant_time_equal(*bearer, "Bearer " + o_.api_key)) return;
+  if (x_key && constant_time_equal(*x_key, o_.api_key)) return;
   throw ApiError(401,
-                 !got ? "No API key: send the header 'Authorization: Bearer <key>'"
-                      : "Incorrect API key in the Authorization header",
+                 !bearer && !x_key ? "No API key: send the header 'Authorization: Bearer <key>' or 'x-api-key: <key>'"
+                 : x_key           ? "Incorrect API key in the x-api-key header"
+                                   : "Incorrect API key in the Authorization header",
                  "", "invalid_api_key", "authentication_error");
 }
 
@@ -243,6 +182,10 @@ void ApiServer::route(http::Exchange& ex) {
     if (req.method != "POST") throw ApiError(405, "Use POST for " + path, "", "method_not_allowed");
     return handle_generation(endpoint, ex);
   }
+  if (is_anthropic_route(path)) {
+    if (req.method != "POST") throw ApiError(405, "Use POST for " + path, "", "method_not_allowed");
+    return handle_messages(ex, path == "/v1/messages/count_tokens");
+  }
   throw ApiError(404, "Unknown endpoint: " + http::printable(req.method, 20) + " " + http::printable(path, 200), "",
                  "unknown_endpoint", "not_found_error");
 }
@@ -283,94 +226,53 @@ void ApiServer::handle_health(http::Exchange& ex) {
   send_json(ex, 200, j);
 }
 
-namespace {
-
-// Waits for the job's turn, then streams it as server-sent events. With
-// keep-alives on, the stream starts at once and quiet stretches (in the
-// queue, in the prefill) get comment lines (ServerOptions::keepalive_ms).
-void stream_job(Engine& engine, Job& job, bool chat, http::Exchange& ex, int64_t keepalive_ms,
-                const std::function<bool()>& stopping, const std::function<void(const Job&, const JobResult&)>& record) {
-  auto gone = [&] { return ex.peer_closed() || stopping(); };
-  bool write_failed = false;
-  auto last_write = std::chrono::steady_clock::now();
-  auto write = [&](const std::string& s) {
-    if (!write_failed && !ex.write(s)) write_failed = true;
-    last_write = std::chrono::steady_clock::now();
-    return !write_failed;
-  };
-  const bool early = keepalive_ms > 0;
-  auto begin = [&] { ex.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}}); };
-  bool turn = false;  // false while queued: the engine's progress is another request's
-  // Called while queued (every 20 ms) and at the engine's stop checks
-  // (between prefill slices and after each token).
-  auto keep_alive = [&] {
-    if (!early || write_failed) return;
-    if (std::chrono::steady_clock::now() - last_write < std::chrono::milliseconds(keepalive_ms)) return;
-    const Engine::Progress p = turn ? engine.progress() : Engine::Progress{};
-    write(p.phase == "prefill" ? cat(": prefill ", p.prefill_done, "/", p.prompt_tokens, "\n\n") : ": keep-alive\n\n");
-  };
-  if (early) begin();
-  if (!job.ticket->wait_turn([&] {
-        keep_alive();
-        return write_failed || gone();
-      })) {
-    if (!early) {
-      if (stopping()) throw shutting_down();
-      ex.abandon();  // the client left while waiting: nothing reaches it
-      return;
-    }
-    if (stopping() && !ex.peer_closed()) write(api::sse_event(shutting_down().body()));
-    return;  // no end chunk: the stream is cut
-  }
-  turn = true;
-  if (!early) begin();
-  if (chat) write(api::sse_event(api::chat_chunk(job.head, {{"role", "assistant"}, {"content", ""}, {"refusal", nullptr}}, std::nullopt)));
-  JobResult r = run_job(
-      engine, job,
-      [&](const api::OutputDelta& d) {
-        if (chat) {
-          if (!d.reasoning.empty()) write(api::sse_event(api::chat_chunk(job.head, {{"reasoning_content", d.reasoning}}, std::nullopt)));
-          if (!d.content.empty()) write(api::sse_event(api::chat_chunk(job.head, {{"content", d.content}}, std::nullopt)));
-          for (const ToolCallDelta& call : d.tool_calls) {
-            if (!call.begins && call.arguments.empty()) continue;  // an end without a closing piece
-            write(api::sse_event(api::chat_chunk(
-                job.head, api::tool_call_chunk_delta(job.head, call.index, call.begins ? &call.name : nullptr, call.arguments),
-                std::nullopt)));
-          }
-        } else {
-          write(api::sse_event(api::text_chunk(job.head, d.content, std::nullopt)));
-        }
-        return !write_failed;
-      },
-      [&] {
-        keep_alive();
-        return write_failed || gone();
-      });
-  job.ticket->release();
-  record(job, r);
-  if (r.outcome.finish == Finish::Cancelled) {
-    if (stopping() && !ex.peer_closed()) write(api::sse_event(shutting_down().body()));
-    return;  // no end chunk: the stream is cut, so a client never mistakes it for a whole answer
-  }
-  const std::string reason = r.finish();
-  write(api::sse_event(chat ? api::chat_chunk(job.head, json::object(), reason) : api::text_chunk(job.head, "", reason)));
-  if (job.request.include_usage) write(api::sse_event(api::usage_chunk(job.head, chat, usage_of(r))));
-  write(api::sse_done());
-  ex.end_stream();
-}
-
-}  // namespace
-
-void ApiServer::handle_generation(api::Endpoint endpoint, http::Exchange& ex) {
-  const http::Request& req = ex.request();
-  auto job = std::make_unique<Job>();
+void ApiServer::check_content_type(const http::Request& req) const {
   const std::string ct = req.header("Content-Type").value_or("");
   if (!is_json_content_type(ct))
     throw ApiError(415, "Content-Type must be application/json (got '" + http::printable(ct, 80) + "')", "",
                    "unsupported_media_type");
   if (stopping_.load() || engine_.shutting_down()) throw shutting_down();
-  job->request = api::parse_request(endpoint, req.body, limits_);
+}
+
+void ApiServer::handle_generation(api::Endpoint endpoint, http::Exchange& ex) {
+  check_content_type(ex.request());
+  auto job = std::make_unique<Job>();
+  job->request = api::parse_request(endpoint, ex.request().body, limits_);
   job->prompt = prepare_prompt(engine_, job->request);
+  const bool chat = endpoint == api::Endpoint::Chat;
+  std::unique_ptr<AnswerWriter> writer = openai_answer(chat);
+  run_admitted(std::move(job), chat ? "chatcmpl-" : "cmpl-", *writer, ex);
+}
+
+void ApiServer::handle_messages(http::Exchange& ex, bool count_tokens) {
+  check_content_type(ex.request());
+  api::MessagesRequest m = api::parse_messages_request(ex.request().body, limits_, count_tokens);
+  auto job = std::make_unique<Job>();
+  job->request = std::move(m.chat);
+  try {
+    job->prompt = prepare_prompt(engine_, job->request);
+  } catch (const ApiError& e) {
+    // count_tokens counts a prompt of any length: only the context check refuses it there.
+    if (!(count_tokens && e.code == "context_length_exceeded")) throw anthropic_names(e);
+    return send_json(ex, 200, {{"input_tokens", token_count(job->request)}});
+  }
+  if (count_tokens) return send_json(ex, 200, {{"input_tokens", job->prompt.tokens.size()}});
+  std::unique_ptr<AnswerWriter> writer = anthropic_answer(m.show_thinking);
+  run_admitted(std::move(job), "msg_", *writer, ex);
+}
+
+int64_t ApiServer::token_count(const api::GenerationRequest& r) const {
+  ChatTurnOptions o;
+  o.thinking = r.thinking;
+  o.reasoning_effort = r.reasoning_effort;
+  o.tools = r.tools;
+  o.tool_choice = r.tool_choice;
+  o.response_format = r.response_format;
+  return static_cast<int64_t>(engine_.chat()->render(r.messages, o).tokens.size());
+}
+
+void ApiServer::run_admitted(std::unique_ptr<Job> job, const std::string& id_prefix, AnswerWriter& writer,
+                             http::Exchange& ex) {
   job->ticket = admission_.try_enter();
   if (!job->ticket)
     return send_error(ex,
@@ -379,8 +281,8 @@ void ApiServer::handle_generation(api::Endpoint endpoint, http::Exchange& ex) {
                                    " are waiting (--queue); retry later",
                                "", "queue_full", "rate_limit_error"),
                       {{"Retry-After", std::to_string(static_cast<int64_t>(retry_after_seconds()))}});
-  const bool chat = endpoint == api::Endpoint::Chat;
-  job->head.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(started_) + "-" + std::to_string(next_id_++);
+  const std::string sep = id_prefix.back() == '_' ? "_" : "-";
+  job->head.id = id_prefix + std::to_string(started_) + sep + std::to_string(next_id_++);
   job->head.created = unix_now();
   job->head.model = o_.model_name;
 
@@ -397,25 +299,8 @@ void ApiServer::handle_generation(api::Endpoint endpoint, http::Exchange& ex) {
   // The signal may reach the engine (its shutdown flag) a moment before
   // stop() reaches this server: either one means stopping.
   auto stopping = [this] { return stopping_.load() || engine_.shutting_down(); };
-
-  if (job->request.stream) return stream_job(engine_, *job, chat, ex, o_.keepalive_ms, stopping, record);
-
-  auto gone = [&] { return ex.peer_closed() || stopping(); };
-  if (!job->ticket->wait_turn(gone)) {
-    if (stopping()) throw shutting_down();
-    return ex.abandon();  // the client left while waiting
-  }
-  JobResult r = run_job(engine_, *job, [](const api::OutputDelta&) { return true; }, gone);
-  job->ticket->release();
-  record(*job, r);
-  if (r.outcome.finish == Finish::Cancelled) {
-    if (stopping()) throw shutting_down();
-    return ex.abandon();  // client gone: nothing reaches it
-  }
-  const std::string reason = r.finish();
-  send_json(ex, 200,
-            chat ? api::chat_completion(job->head, r.reasoning, r.content, r.tool_calls, reason, usage_of(r))
-                 : api::text_completion(job->head, r.content, reason, usage_of(r)));
+  if (job->request.stream) return stream_job(engine_, *job, writer, ex, o_.keepalive_ms, stopping, record);
+  answer_job(engine_, *job, writer, ex, stopping, record);
 }
 
 }  // namespace deltafin

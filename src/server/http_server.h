@@ -5,13 +5,18 @@
 //   GET  /v1/models/{id}
 //   POST /v1/chat/completions    JSON or server-sent events (stream: true)
 //   POST /v1/completions
+//   POST /v1/messages            Anthropic's Messages API, JSON or its events (stream: true)
+//   POST /v1/messages/count_tokens
 //
 // One generation runs at a time; up to `queue` more wait in arrival order and
 // the rest get 429 with Retry-After. A client that goes away, while waiting or
 // while its prompt is prefilled or its tokens are made, is noticed (socket
 // poll, failed writes) and its work stops within about a second. Every error
-// is OpenAI-shaped: {"error": {"message", "type", "param", "code"}}, and every
-// kind of bad input — bytes, framing, sizes, fields — is a 4xx naming where.
+// is OpenAI-shaped: {"error": {"message", "type", "param", "code"}}, or on
+// the Anthropic routes Anthropic-shaped: {"type": "error", "error": {"type",
+// "message"}}; every kind of bad input — bytes, framing, sizes, fields — is a
+// 4xx naming where. The API key is taken as "Authorization: Bearer KEY" or
+// "x-api-key: KEY" on every route.
 // The sockets, limits and deadlines are server/http/connection_loop.h's.
 #pragma once
 
@@ -21,6 +26,7 @@
 #include <string>
 
 #include "server/admission.h"
+#include "server/generation_job.h"
 #include "server/api/request.h"
 #include "runtime/engine.h"
 #include "server/prepared_prompt.h"
@@ -71,6 +77,11 @@ private:
   void route(http::Exchange& ex);
   void handle_health(http::Exchange& ex);
   void handle_generation(api::Endpoint endpoint, http::Exchange& ex);
+  void handle_messages(http::Exchange& ex, bool count_tokens);
+  void check_content_type(const http::Request& req) const;
+  int64_t token_count(const api::GenerationRequest& r) const;
+  // Admits the job (429 when the queue is full), names it and answers it.
+  void run_admitted(std::unique_ptr<Job> job, const std::string& id_prefix, AnswerWriter& writer, http::Exchange& ex);
   void check_auth(const http::Request& req) const;
   void send_json(http::Exchange& ex, int status, const nlohmann::json& body, const http::Headers& extra = {}) const;
   void send_error(http::Exchange& ex, const api::ApiError& e, const http::Headers& extra = {}) const;
