@@ -202,12 +202,12 @@ Outcome Engine::Impl::run(const std::vector<uint32_t>& prompt, bool chat, int64_
   p.prefill_group = o.prefill_group;
   p.stop = shutdown;
   bool stopped_by_caller = false;
-  p.cancelled = [&] {
-    if (o.prefill_delay_ms > 0 && phase.load() != 2) std::this_thread::sleep_for(std::chrono::milliseconds(o.prefill_delay_ms));
-    return stopped_by_caller || (cancelled && cancelled());
-  };
+  p.cancelled = [&] { return stopped_by_caller || (cancelled && cancelled()); };
   p.prefill_chunk = o.prefill_chunk;
-  p.on_prefill_progress = [&](int64_t done) { prefill_done.store(done); };
+  p.on_prefill_progress = [&](int64_t done) {
+    prefill_done.store(done);
+    if (o.prefill_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.prefill_delay_ms));
+  };
   p.prompt_done = reused;
   // Without a RAM cache (`run`: one request) the n - 1 pause would only cost
   // the prefill one more pass.

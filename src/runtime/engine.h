@@ -39,7 +39,7 @@ struct EngineSettings {
   uint64_t session_budget_bytes = 0;          // RAM for the running request's session; 0 = derived (engine.cpp)
   int64_t prefill_chunk = 64;                 // rows per prefill slice (engine/prefill.h)
   int step_delay_ms = 0;                      // tests only: sleep per token
-  int prefill_delay_ms = 0;                   // tests only: sleep at each stop check of the prefill (a slow prefill)
+  int prefill_delay_ms = 0;                   // tests only: sleep at each prefill progress report (each layer of each pass)
   std::string draft = "auto";                 // the drafter for every request (model/loaders/drafter_factory.h)
   std::string dspark_dir, draft_model_dir;    // what "auto" may choose from
   int draft_k = 0;                            // tokens drafted per step, 0 = the controller adapts

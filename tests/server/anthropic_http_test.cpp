@@ -413,7 +413,8 @@ TEST(AnthropicHttp, AQueuedStreamGetsPingsWhileItWaits) {
   EXPECT_EQ(got, want);
 }
 
-// Behind a slow prefill (an injected delay at each of its stop checks), a
+// Behind a slow prefill (an injected delay at each layer of each 16-position
+// pass, where the engine reports progress and then checks for a stop), a
 // stream gets a ping within the keep-alive interval plus one delay, with the
 // prefill's progress as comments. The gaps are measured on the client; load
 // can only stretch the prefill (more pings), and the bound allows a second
@@ -423,8 +424,8 @@ TEST(AnthropicHttp, ASlowPrefillSendsPingsOnTime) {
   for (int i = 0; i < 70; ++i) prompt += "word" + std::to_string(i) + " ";
   EngineSettings so;
   so.prompt_cache_entries = 0;
-  so.prefill_chunk = 8;
-  so.prefill_delay_ms = 25;
+  so.prefill_group = 16;
+  so.prefill_delay_ms = 20;
   ServerOptions o;
   o.keepalive_ms = 100;
   TestServer s(so, o);
@@ -450,7 +451,7 @@ TEST(AnthropicHttp, ASlowPrefillSendsPingsOnTime) {
   double worst = std::chrono::duration<double>(pings.front() - sent).count();
   for (size_t i = 1; i < pings.size(); ++i) worst = std::max(worst, std::chrono::duration<double>(pings[i] - pings[i - 1]).count());
   worst = std::max(worst, std::chrono::duration<double>(*first_block - pings.back()).count());
-  std::printf("[ pings    ] prefill %.2f s, %zu pings, longest quiet stretch %.3f s (interval 0.100 s + delay 0.025 s)\n",
+  std::printf("[ pings    ] prefill %.2f s, %zu pings, longest quiet stretch %.3f s (interval 0.100 s + delay 0.020 s)\n",
               prefill_s, pings.size(), worst);
   EXPECT_LE(worst, 1.125) << "a client with a 1 s read timeout would have given up";
   EXPECT_GE(pings.size(), static_cast<size_t>(prefill_s / 1.125));
