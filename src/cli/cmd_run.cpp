@@ -29,6 +29,7 @@ struct RunArgs {
   int64_t max_new = 128;
   int64_t prefill_chunk = kDefaultPrefillChunk;
   int64_t prefill_group = 0;
+  SessionArgs session;
   PromptCacheArgs prompt_cache;
 };
 
@@ -61,6 +62,7 @@ EngineSettings run_settings(const RunArgs& a) {
   so.draft = a.draft;
   so.draft_k = a.draft_k;
   so.report = a.stats || !a.stats_json.empty();
+  a.session.apply(so);
   return so;
 }
 
@@ -70,6 +72,7 @@ int run(const RunArgs& a) {
   Engine engine(model_source(a.model), run_settings(a), &g_interrupted);
   if (a.stats || !engine.weight_exact()) std::fprintf(stderr, "%s\n", engine.describe().c_str());
   std::fputs(engine.load_report().c_str(), stderr);
+  if (a.stats) std::fputs(engine.session_report().c_str(), stderr);
   const std::vector<uint32_t> prompt = encode_prompt(engine, a);
   check_token_ids(prompt, engine.vocab(), "--prompt-ids");
   std::signal(SIGINT, on_sigint);
@@ -134,6 +137,7 @@ Command add_run(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past <|end_of_msg|> (fixed-length benchmarks)");
+  add_session_options(sub, a->session);
   add_prompt_cache_options(sub, a->prompt_cache);
   sub->add_flag("--stats", a->stats, "Print per-token times and prefill/decode tokens/s");
   sub->add_option("--stats-json", a->stats_json, "Write every step's figures (and speculation's) as JSON to this file");

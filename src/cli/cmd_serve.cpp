@@ -29,8 +29,7 @@ struct ServeArgs {
   int64_t prefill_chunk = kDefaultPrefillChunk;
   std::string draft = "auto", dspark, draft_model;
   int draft_k = 0;
-  int64_t context = 0;
-  double session_budget_mb = 0;
+  SessionArgs session;
   PromptCacheArgs prompt_cache;
   double header_timeout_s = 10, body_timeout_s = 60, idle_timeout_s = 10, keepalive_s = 5;
 };
@@ -54,8 +53,7 @@ int serve(ServeArgs a) {
   so.dspark_dir = a.dspark;
   so.draft_model_dir = a.draft_model;
   so.draft_k = a.draft_k;
-  so.context_limit = a.context;
-  so.session_budget_bytes = static_cast<uint64_t>(a.session_budget_mb * 1e6);
+  a.session.apply(so);
   so.prompt_cache_dir = a.prompt_cache.dir_for(a.model);
   so.prompt_cache_disk_bytes = a.prompt_cache.budget_bytes();
   a.server.header_timeout_ms = static_cast<int64_t>(a.header_timeout_s * 1000);
@@ -138,15 +136,8 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--prompt-cache-mb", a->prompt_cache_mb, "RAM for the kept session states, MB")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  sub->add_option("--context", a->context,
-                  "Most positions per request, prompt and output together (default: what the session budget holds, "
-                  "at most the model's)")
-      ->check(CLI::NonNegativeNumber);
+  add_session_options(sub, a->session);
   add_prompt_cache_options(sub, a->prompt_cache);
-  sub->add_option("--session-budget-mb", a->session_budget_mb,
-                  "RAM for the running request's session state, MB (default: 80% of what the spine, expert cache and "
-                  "prompt cache leave)")
-      ->check(CLI::NonNegativeNumber);
   sub->add_option("--max-connections", a->server.max_connections, "Open connections at once (more are answered 503)")
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();

@@ -1,6 +1,7 @@
 #include "cli/model_options.h"
 
 #include "model/loaders/family_loaders.h"
+#include "runtime/engine.h"
 #include "util/error.h"
 
 namespace deltafin::cli {
@@ -74,6 +75,22 @@ void add_prompt_cache_options(CLI::App* sub, PromptCacheArgs& a) {
   sub->add_option("--prompt-cache-disk-gb", a.disk_gb, "Disk budget of the kept prompt states (0 = none)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+}
+
+void SessionArgs::apply(EngineSettings& so) const {
+  so.context_limit = context;
+  so.session_budget_bytes = static_cast<uint64_t>(session_budget_mb * 1e6);
+}
+
+void add_session_options(CLI::App* sub, SessionArgs& a) {
+  sub->add_option("--context", a.context,
+                  "Most positions per request, prompt and output together (default: what the session budget holds, "
+                  "at most the model's)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--session-budget-mb", a.session_budget_mb,
+                  "RAM for the running request's session state, MB (default: 80% of what the spine, expert cache and "
+                  "prompt cache leave)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 }  // namespace deltafin::cli

@@ -12,6 +12,7 @@
 
 namespace deltafin {
 struct LoadedModel;
+struct EngineSettings;
 }
 
 namespace deltafin::cli {
@@ -41,6 +42,15 @@ struct PromptCacheArgs {
   uint64_t budget_bytes() const { return static_cast<uint64_t>(disk_gb * 1e9); }
 };
 void add_prompt_cache_options(CLI::App* sub, PromptCacheArgs& a);
+
+// What one request's session may hold, for run and serve: --context and
+// --session-budget-mb, checked against each other when the engine starts.
+struct SessionArgs {
+  int64_t context = 0;           // 0 = what the budget holds, at most the model's
+  double session_budget_mb = 0;  // 0 = derived from the RAM left (runtime/engine.cpp)
+  void apply(EngineSettings& so) const;
+};
+void add_session_options(CLI::App* sub, SessionArgs& a);
 // What --model or --store names (exactly one must be given), with the
 // store run's options.
 ModelSource model_source(const ModelArgs& a);

@@ -91,13 +91,13 @@ struct Engine::Impl {
     }
     const int64_t fits = lo;
     if (o.context_limit > 0 && std::min(o.context_limit, model_limit) > fits)
-      fail("serve: --context ", o.context_limit, " needs ", session_bytes(o.context_limit, o.context_limit),
+      fail("--context ", o.context_limit, " needs ", session_bytes(o.context_limit, o.context_limit),
            " bytes of session memory, but the session budget is ", session_budget, " bytes, which holds ", fits,
            " positions (", m->summary().session_bytes_per_position,
            " bytes each); lower --context or raise --session-budget-mb");
     context_limit = o.context_limit > 0 ? std::min(o.context_limit, model_limit) : fits;
     if (context_limit < 2)
-      fail("serve: the session budget of ", session_budget, " bytes holds ", fits,
+      fail("the session budget of ", session_budget, " bytes holds ", fits,
            " positions, too few for a prompt and one token (--session-budget-mb, --cache-gb)");
   }
 
@@ -155,8 +155,11 @@ Outcome Engine::Impl::run(const std::vector<uint32_t>& prompt, bool chat, int64_
   Outcome out;
   const int64_t n = static_cast<int64_t>(prompt.size());
   out.prompt_tokens = n;
-  if (n == 0 || n >= context_limit)
-    fail("engine: a prompt of ", n, " tokens with a context limit of ", context_limit);
+  if (n == 0) fail("the prompt has no tokens");
+  if (n >= context_limit)
+    fail("the prompt has ", n, " tokens, leaving no room to generate within the context limit of ", context_limit,
+         " positions (--context, or what --session-budget-mb holds: ", session_bytes(n + 1, n), " bytes of session for ",
+         n + 1, " positions against a budget of ", session_budget, ")");
   // A drafter per request: its index and context are this request's.
   std::unique_ptr<Drafter> drafter = drafters.make(prompt, chat);
   model.set_capture_layers(drafter ? drafter->capture_layers() : std::vector<int64_t>{});
@@ -327,6 +330,22 @@ std::string Engine::load_report() const {
   std::string out = m.memory.describe() + "\n";
   if (!m.stream->reader().engine_note().empty()) out += "note: " + m.stream->reader().engine_note() + "\n";
   return out;
+}
+
+// The session's share of the memory plan: what one request may hold, and so
+// the longest context this engine takes (a longer prompt is refused).
+std::string Engine::session_report() const {
+  const ModelSummary& c = impl_->m->summary();
+  const char* why = impl_->o.context_limit > 0         ? "--context"
+                    : impl_->context_limit < c.context ? "what the budget holds"
+                                                       : "the model's own limit";
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "session: budget %.1f MB, %llu B per position + %.1f MB fixed; context limit %lld positions (%s)\n",
+                static_cast<double>(impl_->session_budget) / 1e6,
+                static_cast<unsigned long long>(c.session_bytes_per_position),
+                static_cast<double>(c.session_fixed_bytes) / 1e6, static_cast<long long>(impl_->context_limit), why);
+  return line;
 }
 
 std::vector<float> Engine::logits(const std::vector<uint32_t>& tokens, size_t step) {

@@ -97,6 +97,9 @@ public:
   std::string describe() const;
   // A streamed store's memory plan and any note from the reader ("" resident).
   std::string load_report() const;
+  // One line: the session budget, bytes per position and fixed, and the
+  // context limit with what set it (--context, the budget, the model).
+  std::string session_report() const;
   bool weight_exact() const;        // false for an int8-row spine
   double load_seconds() const;
 

@@ -141,6 +141,23 @@ TEST(Cli, RunGeneratesAndReportsStats) {
   EXPECT_EQ(first, second);
 }
 
+// The session's share of the plan, hand-computed for the tiny preset: its
+// MLA layers' latent rows are 480 B per position; --context sets the limit,
+// a prompt at it is refused naming the limit, and a budget that holds no
+// position is refused at start.
+TEST(Cli, RunReportsAndEnforcesTheSessionLimit) {
+  std::string out;
+  ASSERT_EQ(test::run_command(df("run --model " + tiny_model() + " --prompt hi --max-new 2 --stats --context 300"), &out), 0) << out;
+  EXPECT_NE(out.find("480 B per position"), std::string::npos) << out;
+  EXPECT_NE(out.find("context limit 300 positions (--context)"), std::string::npos) << out;
+  std::string words;
+  for (int i = 0; i < 40; ++i) words += "word ";
+  EXPECT_EQ(test::run_command(df("run --model " + tiny_model() + " --prompt '" + words + "' --max-new 2 --context 20"), &out), 1);
+  EXPECT_NE(out.find("within the context limit of 20 positions"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(df("run --model " + tiny_model() + " --prompt hi --session-budget-mb 0.01"), &out), 1);
+  EXPECT_NE(out.find("the session budget of 10000 bytes holds 0 positions"), std::string::npos) << out;
+}
+
 TEST(Cli, RunStopsCleanlyOnCtrlC) {
   std::string out;
   int rc = test::run_command("timeout --preserve-status -s INT 2 " + df("run --model " + tiny_model() + " --prompt hi --ignore-eos --max-new 100000000"), &out);
