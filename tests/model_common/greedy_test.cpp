@@ -51,5 +51,16 @@ TEST(Greedy, SignedZerosTie) {
   EXPECT_EQ(top_k_experts(y.data(), y.size(), 1), (std::vector<int64_t>{0}));
 }
 
+// A pass keeps every row's route of every MoE layer: the chosen ids must not
+// carry the n-slot ranking buffer with them (K3: 896 slots where 16 are used).
+TEST(Greedy, TopKKeepsOnlyKSlots) {
+  std::vector<float> scores(896);
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = static_cast<float>((i * 37) % 101);
+  const std::vector<int64_t> top = top_k_experts(scores.data(), scores.size(), 16);
+  EXPECT_EQ(top.size(), 16u);
+  EXPECT_LE(top.capacity(), 16u);
+}
+
 }  // namespace
 }  // namespace deltafin
+

@@ -19,8 +19,10 @@ std::vector<int64_t> top_k_experts(const float* x, size_t n, size_t k) {
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), [&](int64_t a, int64_t b) {
     return ranks_before(x[a], static_cast<size_t>(a), x[b], static_cast<size_t>(b));
   });
-  order.resize(k);
-  return order;
+  // A fresh k-long vector: a pass keeps every row's route of every MoE layer
+  // (last_routes), and a resized `order` would keep n slots each (K3: 896
+  // indices, 7 KB per row and layer, ~1.5 GB over a 2,300-row pass).
+  return std::vector<int64_t>(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k));
 }
 
 }  // namespace deltafin

@@ -14,4 +14,12 @@ struct Route {
   std::vector<float> weights;
 };
 
+// What one position's route of one MoE layer holds in memory: a pass keeps
+// them for every MoE layer (last_routes), so the memory plan counts them
+// per pass row. The two heap blocks each carry the allocator's header
+// (16 B in glibc's malloc).
+inline constexpr uint64_t route_bytes(int64_t top_k) {
+  return static_cast<uint64_t>(top_k) * (sizeof(int64_t) + sizeof(float)) + sizeof(Route) + 2 * 16;
+}
+
 }  // namespace deltafin

@@ -106,11 +106,12 @@ ModelSummary k3_summary(const K3Config& c) {
   m.session_bytes_per_position = K3Session::bytes_per_position(c);
   // A layer-major pass keeps, per position: h, the block-partial p, both Mix
   // outputs, the normed input, attention's and the MLP's outputs (7 rows of
-  // width d), one anchor per AttnRes block, and the router's and latent
-  // projection's rows.
+  // width d), one anchor per AttnRes block, the router's and latent
+  // projection's rows, and its route in every MoE layer.
   const uint64_t d = static_cast<uint64_t>(c.hidden_size);
   const uint64_t blocks = static_cast<uint64_t>((c.num_hidden_layers + c.attn_res_block_size - 1) / c.attn_res_block_size);
-  m.pass_row_bytes = 4 * (d * (7 + blocks) + static_cast<uint64_t>(c.num_experts + c.routed_expert_hidden_size));
+  m.pass_row_bytes = 4 * (d * (7 + blocks) + static_cast<uint64_t>(c.num_experts + c.routed_expert_hidden_size)) +
+                     m.moe_layers.size() * route_bytes(c.num_experts_per_token);
   return m;
 }
 

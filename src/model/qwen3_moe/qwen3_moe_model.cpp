@@ -123,7 +123,8 @@ ModelSummary qwen3_moe_summary(const Qwen3MoeConfig& c) {
   const uint64_t dense = c.moe_layers().size() < static_cast<size_t>(b.num_hidden_layers)
                              ? 2 * static_cast<uint64_t>(b.intermediate_size) : 0;
   m.pass_row_bytes = 4 * (d * (7 + static_cast<uint64_t>(c.num_experts_per_tok)) + 2 * static_cast<uint64_t>(b.q_dim()) +
-                          2 * static_cast<uint64_t>(b.kv_dim()) + static_cast<uint64_t>(c.num_experts) + 2 * I + dense);
+                          2 * static_cast<uint64_t>(b.kv_dim()) + static_cast<uint64_t>(c.num_experts) + 2 * I + dense) +
+                     m.moe_layers.size() * route_bytes(c.num_experts_per_tok);  // its route in every MoE layer
   return m;
 }
 
