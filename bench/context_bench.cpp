@@ -3,8 +3,19 @@
 // RAM (bench/context/run.sh; results in bench/results/*-context*).
 //
 //   bench_context MODEL_DIR [--contexts 1024,8192,32768,131072] [--steps 8] [--threads N]
+//   bench_context MODEL_DIR --prefill 1024,8192,32768 [--threads N] [--chunk N]
 //   bench_context --session-figures PRESET   (tiny, small, bench, k3: computed, no weights)
 //
+// --prefill times a real prefill (engine/prefill.h: layer-major groups,
+// expert-major slices) of N random tokens, which is the time to the first
+// token, against its compute floor: the prompt's multiply-adds counted from
+// the checkpoint (every spine matrix once per position, the top-k experts'
+// MXFP4 weights, the absorbed MLA attention over every earlier position, the
+// KDA state update) at this machine's FMA peak measured in the same run
+// (register-resident fused multiply-adds, all threads). It also reports the
+// peak RSS of the prefill against the plan: the RSS after loading plus the
+// session the engine budgets for N positions (ModelSummary: fixed, per
+// position, and the pass's activation rows).
 // Prefilling a 128k-token prompt takes hours on a small machine, and decode
 // cost does not depend on what the cached rows hold, so each context is made
 // directly: a fresh session whose MLA layers get N latent rows of random
@@ -23,6 +34,12 @@
 #include <string>
 #include <vector>
 
+#include <immintrin.h>
+#include <fstream>
+#include <thread>
+
+#include "engine/prefill.h"
+#include "model/kimi_k3/checkpoint.h"
 #include "model/kimi_k3/load/loaded_k3.h"
 #include <nlohmann/json.hpp>
 
@@ -82,11 +99,168 @@ int session_figures(const std::string& preset) {
               fixed / 1e6, static_cast<unsigned long long>(per_pos),
               static_cast<unsigned long long>(per_pos / std::max<int64_t>(mla_layers, 1)),
               static_cast<unsigned long long>(expanded), static_cast<double>(expanded) / static_cast<double>(per_pos));
+  // Attention work per (query, key) pair in a prefill, both forms (k3-model.md §7.4).
+  const int64_t absorbed = mla_layers * c.num_attention_heads * (2 * c.kv_lora_rank + c.qk_rope_head_dim);
+  const int64_t expanded_pair = mla_layers * c.num_attention_heads * (c.qk_nope_head_dim + c.qk_rope_head_dim + c.v_head_dim);
+  std::printf("attention multiply-adds per (query, key) pair: absorbed %lld, re-expanded %lld (%.2fx fewer); "
+              "expanding a cached row costs %lld once per position\n",
+              static_cast<long long>(absorbed), static_cast<long long>(expanded_pair),
+              static_cast<double>(absorbed) / static_cast<double>(expanded_pair),
+              static_cast<long long>(mla_layers * c.num_attention_heads * c.kv_lora_rank * (c.qk_nope_head_dim + c.v_head_dim)));
   std::printf("%12s %18s %18s\n", "context", "latent session", "expanded session");
   for (const int64_t n : {int64_t{4096}, int64_t{32768}, int64_t{131072}, int64_t{1048576}}) {
     std::printf("%12lld %15.2f GiB %15.2f GiB\n", static_cast<long long>(n),
                 static_cast<double>(fixed + per_pos * static_cast<uint64_t>(n)) / (1ull << 30),
                 static_cast<double>(fixed + expanded * static_cast<uint64_t>(n)) / (1ull << 30));
+  }
+  return 0;
+}
+
+// GFLOP/s of fused multiply-adds on registers (12 independent accumulators,
+// so the FMA units, not the dependency chain, set the pace), per thread.
+__attribute__((target("avx512f"))) double fma_gflops_avx512() {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(0.001f);
+  const int64_t iters = 20'000'000;
+  const auto t = Clock::now();
+  for (int64_t k = 0; k < iters; ++k)
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  const double s = std::chrono::duration<double>(Clock::now() - t).count();
+  volatile float sink = 0;
+  for (int i = 0; i < 12; ++i) sink = sink + _mm512_reduce_add_ps(acc[i]);
+  return static_cast<double>(iters) * 12 * 16 * 2 / s / 1e9;
+}
+__attribute__((target("avx2,fma"))) double fma_gflops_avx2() {
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
+  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(0.001f);
+  const int64_t iters = 20'000'000;
+  const auto t = Clock::now();
+  for (int64_t k = 0; k < iters; ++k)
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  const double s = std::chrono::duration<double>(Clock::now() - t).count();
+  volatile float sink = 0;
+  float lanes[8];
+  for (int i = 0; i < 12; ++i) {
+    _mm256_storeu_ps(lanes, acc[i]);
+    for (float x : lanes) sink = sink + x;
+  }
+  return static_cast<double>(iters) * 12 * 8 * 2 / s / 1e9;
+}
+
+// The machine's FMA peak with `threads` threads, each running the widest
+// kernel this CPU has; best of 3.
+double fma_peak_gflops(int threads, const char** isa) {
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  *isa = avx512 ? "AVX-512" : "AVX2";
+  double best = 0;
+  for (int r = 0; r < 3; ++r) {
+    std::vector<double> each(static_cast<size_t>(threads));
+    std::vector<std::thread> pool;
+    for (int i = 0; i < threads; ++i)
+      pool.emplace_back([&, i] { each[static_cast<size_t>(i)] = avx512 ? fma_gflops_avx512() : fma_gflops_avx2(); });
+    for (std::thread& t : pool) t.join();
+    double total = 0;
+    for (double g : each) total += g;
+    best = std::max(best, total);
+  }
+  return best;
+}
+
+// Multiply-adds of a prefill, counted from the checkpoint.
+struct PrefillWork {
+  double spine_per_position = 0;   // every BF16 matrix (and conv) of the layers once, but embeddings and lm_head
+  double experts_per_position = 0; // top-k routed experts' MXFP4 weights per MoE layer
+  double kda_per_position = 0;     // the KDA state: ~4 K^2 per head (decay, S k, the update, q S)
+  double mla_per_pair = 0;         // absorbed attention per (query, earlier key) pair: H (R + r_kv) over MLA layers
+  double lm_head = 0;              // once, for the last position
+  // The re-expanded form, for comparison (not run): per pair H (nope + rope + v)
+  // over the expanded K/V, and per position kv_b's product to expand its row
+  // (which the absorbed form spends per query instead: counted in the spine).
+  double expanded_per_pair = 0;
+  double macs(int64_t n) const {
+    const double nn = static_cast<double>(n);
+    return nn * (spine_per_position + experts_per_position + kda_per_position) + mla_per_pair * nn * (nn + 1) / 2 + lm_head;
+  }
+  double expanded_macs(int64_t n) const {
+    const double nn = static_cast<double>(n);
+    return macs(n) + (expanded_per_pair - mla_per_pair) * nn * (nn + 1) / 2;
+  }
+};
+
+PrefillWork count_prefill_work(const std::string& dir, const K3Config& c) {
+  const K3Checkpoint ck = load_k3_checkpoint(dir);
+  PrefillWork w;
+  double experts_all = 0;
+  for (const std::string& name : ck.tensors.names()) {
+    if (name.rfind("language_model.model.layers.", 0) != 0 && name != "language_model.lm_head.weight") continue;
+    const TensorInfo& t = *ck.tensor(name).info;
+    if (name == "language_model.lm_head.weight") {
+      w.lm_head = static_cast<double>(t.elements());
+      continue;
+    }
+    if (name.find(".experts.") != std::string::npos) {
+      if (name.ends_with(".weight_packed")) experts_all += 2.0 * static_cast<double>(t.elements());  // two FP4 weights a byte
+      continue;
+    }
+    if (t.shape.size() >= 2) w.spine_per_position += static_cast<double>(t.elements());
+  }
+  int64_t moe_layers = 0, mla_layers = 0, kda_layers = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    moe_layers += c.is_moe_layer(l);
+    mla_layers += c.layer_kinds[static_cast<size_t>(l)] == LayerKind::MLA;
+    kda_layers += c.layer_kinds[static_cast<size_t>(l)] != LayerKind::MLA;
+  }
+  w.experts_per_position = experts_all / static_cast<double>(moe_layers * c.num_experts) *
+                           static_cast<double>(moe_layers * c.num_experts_per_token);
+  w.kda_per_position = 4.0 * static_cast<double>(kda_layers * c.kda_num_heads * c.kda_head_dim * c.kda_head_dim);
+  w.mla_per_pair = static_cast<double>(mla_layers * c.num_attention_heads *
+                                       (2 * c.kv_lora_rank + c.qk_rope_head_dim));
+  w.expanded_per_pair = static_cast<double>(mla_layers * c.num_attention_heads *
+                                            (c.qk_nope_head_dim + c.qk_rope_head_dim + c.v_head_dim));
+  return w;
+}
+
+// Resets the kernel's peak-RSS mark (VmHWM) to the current RSS.
+void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+int prefill_curve(const std::string& dir, const std::vector<int64_t>& lengths, int threads, int64_t chunk) {
+  auto m = load_k3_resident(dir, threads);
+  const K3Config& c = m->config;
+  const PrefillWork w = count_prefill_work(dir, c);
+  const char* isa = "";
+  const double peak = fma_peak_gflops(threads, &isa);
+  const ModelSummary& sum = m->model->summary();
+  std::printf("model %s: per position %.1f M spine + %.1f M expert + %.2f M KDA multiply-adds; absorbed MLA %.0f per "
+              "(query, key) pair; FMA peak %.1f GFLOP/s (%s, %d thread(s)); prefill chunk %lld\n",
+              dir.c_str(), w.spine_per_position / 1e6, w.experts_per_position / 1e6, w.kda_per_position / 1e6,
+              w.mla_per_pair, peak, isa, threads, static_cast<long long>(chunk));
+  std::printf("(the re-expanded form would spend %.0f per pair, and so %s)\n", w.expanded_per_pair,
+              w.expanded_per_pair < w.mla_per_pair ? "fewer multiply-adds in a long prefill" : "no fewer");
+  std::printf("%10s %10s %12s %12s %10s %9s %10s %14s %14s %8s\n", "prompt", "TTFT s", "GFLOP", "floor s", "TTFT/floor",
+              "attn %", "exp/abs", "peak RSS MB", "plan MB", "RSS/plan");
+  Rng rng(11);
+  for (const int64_t n : lengths) {
+    std::vector<uint32_t> tokens(static_cast<size_t>(n));
+    for (uint32_t& t : tokens) t = static_cast<uint32_t>(rng.below(static_cast<uint64_t>(c.vocab_size - 256)));
+    std::unique_ptr<ModelSession> s = m->model->new_session();
+    reset_peak_rss();
+    const uint64_t base = current_rss_bytes();
+    const int64_t group = std::min<int64_t>(n, prefill_group_rows(sum, chunk, n));
+    const double plan = static_cast<double>(base + sum.session_fixed_bytes + sum.session_bytes_per_position * n +
+                                            sum.pass_row_bytes * group);
+    const auto t = Clock::now();
+    const Rows logits = prefill(*m->model, *s, tokens, chunk);
+    const double secs = std::chrono::duration<double>(Clock::now() - t).count();
+    const double flops = 2 * w.macs(n);
+    const double attn = w.mla_per_pair * static_cast<double>(n) * static_cast<double>(n + 1) / 2 / w.macs(n);
+    const double floor_s = flops / (peak * 1e9);
+    std::printf("%10lld %10.2f %12.1f %12.3f %10.1f %9.1f %10.3f %14.1f %14.1f %8.3f\n", static_cast<long long>(n), secs,
+                flops / 1e9, floor_s, secs / floor_s, 100 * attn, w.expanded_macs(n) / w.macs(n),
+                static_cast<double>(peak_rss_bytes()) / 1e6, plan / 1e6, static_cast<double>(peak_rss_bytes()) / plan);
+    std::fflush(stdout);
+    if (logits.T == 0) fail("bench_context: the prefill returned no logits");
   }
   return 0;
 }
@@ -100,15 +274,19 @@ int main(int argc, char** argv) try {
     return 2;
   }
   std::string dir = argv[1];
-  std::vector<int64_t> contexts{1024, 8192, 32768, 131072};
+  std::vector<int64_t> contexts{1024, 8192, 32768, 131072}, prefills;
   int steps = 8, threads = 1;
+  int64_t chunk = kDefaultPrefillChunk;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--contexts") contexts = parse_list(v);
+    else if (k == "--prefill") prefills = parse_list(v);
     else if (k == "--steps") steps = std::atoi(v.c_str());
     else if (k == "--threads") threads = std::atoi(v.c_str());
+    else if (k == "--chunk") chunk = std::atoll(v.c_str());
     else fail("bench_context: unknown option ", k);
   }
+  if (!prefills.empty()) return prefill_curve(dir, prefills, threads, chunk);
   auto m = load_k3_resident(dir, threads);
   const K3Config& c = m->config;
   int64_t mla_layers = 0;
