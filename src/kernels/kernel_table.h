@@ -35,6 +35,9 @@ constexpr size_t kPrefetchBytes = 4096;
 // may use to re-lay out x (AVX-512 MXFP4 splits it into even/odd columns).
 constexpr size_t kScratchFixed = kRowTile * kColBlock;
 constexpr size_t kScratchPerT = kRowTile * 32;
+// The most rows one product call works on at once (matmul.cpp splits longer
+// calls): a prefill slice (kDefaultPrefillChunk, 128) fits in one.
+constexpr size_t kMaxRowsPerCall = 256;
 
 // e8m0 byte -> 2^(byte - 127) as fp32: exact for 0..254 (byte 0 is the
 // subnormal 2^-127); 255 (invalid, rejected at import) maps to NaN.

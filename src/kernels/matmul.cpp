@@ -48,6 +48,16 @@ void check(const WeightView& w, const float* x, float* y) {
 void matmul(const WeightView& w, const float* x, size_t T, float* y, ThreadPool* pool) {
   if (T == 0 || w.rows == 0) return;
   check(w, x, y);
+  // Longer calls go in blocks of kMaxRowsPerCall rows. Every output row is
+  // its own canonical reduction, so blocking changes no bit; it keeps the
+  // per-thread scratch and the padded input copy below bounded, where they
+  // would otherwise grow with a prefill pass's rows (the router's product
+  // over a whole group: memory the plan does not count, kept by the threads).
+  if (T > kMaxRowsPerCall) {
+    for (size_t t0 = 0; t0 < T; t0 += kMaxRowsPerCall)
+      matmul(w, x + t0 * w.cols, std::min(kMaxRowsPerCall, T - t0), y + t0 * w.rows, pool);
+    return;
+  }
   if (w.cols == 0) {  // an empty sum is +0 in every lane
     std::memset(y, 0, T * w.rows * sizeof(float));
     return;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "kernels/kernel_table.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -182,6 +183,30 @@ TEST(Matmul, BatchedEqualsSingleRowsAndPathsAgree) {
         EXPECT_TRUE(same_bits(batched, scalar_y))
             << type_name(type) << " " << isa_name(isa) << " vs scalar, " << rows << "x" << cols << " T=" << T;
       }
+    }
+  }
+}
+
+// Calls longer than kMaxRowsPerCall rows are split into blocks (bounded
+// scratch): the blocks' seams change no bit, on every path and thread count.
+TEST(Matmul, CallsLongerThanOneBlockEqualSingleRows) {
+  Rng rng(5);
+  ThreadPool pool2(2);
+  const size_t T = 2 * kernels_detail::kMaxRowsPerCall + 37;
+  for (WeightType type : kAllTypes) {
+    const size_t rows = 9, cols = cols_for(type, 70);
+    OwnedWeight ow = random_weight(rng, type, rows, cols);
+    std::vector<float> x = random_floats(rng, T * cols);
+    for (Isa isa : supported_isas()) {
+      IsaScope scope(isa);
+      std::vector<float> single(T * rows);
+      for (size_t t = 0; t < T; ++t) {
+        std::vector<float> xt(x.begin() + t * cols, x.begin() + (t + 1) * cols);
+        std::vector<float> yt = run(ow.view(), xt, 1);
+        std::copy(yt.begin(), yt.end(), single.begin() + t * rows);
+      }
+      EXPECT_TRUE(same_bits(run(ow.view(), x, T), single)) << type_name(type) << " " << isa_name(isa);
+      EXPECT_TRUE(same_bits(run(ow.view(), x, T, &pool2), single)) << type_name(type) << " " << isa_name(isa) << " 2 threads";
     }
   }
 }
