@@ -245,6 +245,7 @@ int prefill_curve(const std::string& dir, const std::vector<int64_t>& lengths, i
     std::vector<uint32_t> tokens(static_cast<size_t>(n));
     for (uint32_t& t : tokens) t = static_cast<uint32_t>(rng.below(static_cast<uint64_t>(c.vocab_size - 256)));
     std::unique_ptr<ModelSession> s = m->model->new_session();
+    s->plan_length(n + 1);  // as the engine does for a prompt and its first token
     reset_peak_rss();
     const uint64_t base = current_rss_bytes();
     const int64_t group = std::min<int64_t>(n, prefill_group_rows(sum, chunk, n));

@@ -35,6 +35,12 @@ public:
   virtual ~ModelSession() = default;
   virtual int64_t length() const = 0;  // positions held
   virtual uint64_t bytes() const = 0;  // RAM the state holds now
+  // The session will grow to about `positions` (the prompt and the tokens
+  // to come, within the context limit): its per-position storage is
+  // allocated once for them, so that growing there never doubles a buffer
+  // (a doubled cache is memory the plan does not count). Growing past it
+  // still works. Changes no value.
+  virtual void plan_length(int64_t positions) { (void)positions; }
 };
 
 // A point a session can be rewound to (taken by CausalModel::mark).

@@ -1,5 +1,7 @@
 #include "model/kimi_k3/session.h"
 
+#include <algorithm>
+
 #include "util/error.h"
 
 namespace deltafin {
@@ -54,6 +56,15 @@ uint64_t K3Session::bytes() const {
   for (const KdaState& k : kda_) n += (k.conv_q.size() * 3 + k.recurrent.size()) * sizeof(float);
   for (const MlaCache& m : mla_) n += m.latent.size() * sizeof(float);
   return n;
+}
+
+void K3Session::plan_length(int64_t positions) {
+  const K3Config& c = *config_;
+  const size_t width = static_cast<size_t>(c.kv_lora_rank + c.qk_rope_head_dim);
+  for (size_t i = 0; i < mla_.size(); ++i) {
+    if (c.layer_kinds[i] != LayerKind::MLA) continue;
+    mla_[i].latent.reserve(static_cast<size_t>(std::max<int64_t>(positions, 0)) * width);
+  }
 }
 
 uint64_t K3Session::fixed_bytes(const K3Config& c) {

@@ -50,6 +50,7 @@ public:
   void rollback(const Snapshot& before, int64_t length);
   void reset();
   uint64_t bytes() const override;
+  void plan_length(int64_t positions) override;  // every MLA layer's latent rows
 
   // What a session of `positions` positions holds, without making one: the
   // fixed KDA state plus, per position, every MLA layer's latent row.

@@ -1,5 +1,7 @@
 #include "model/qwen3/qwen3_session.h"
 
+#include <algorithm>
+
 #include "util/error.h"
 
 namespace deltafin {
@@ -29,6 +31,12 @@ void Qwen3Session::reserve(int64_t n) {
          " (max_position_embeddings or the session's limit)");
   for (auto& k : keys_) k.resize(static_cast<size_t>((length_ + n) * kv_dim_));
   for (auto& v : values_) v.resize(static_cast<size_t>((length_ + n) * kv_dim_));
+}
+
+void Qwen3Session::plan_length(int64_t positions) {
+  const size_t floats = static_cast<size_t>(std::clamp<int64_t>(positions, 0, capacity_) * kv_dim_);
+  for (auto& k : keys_) k.reserve(floats);
+  for (auto& v : values_) v.reserve(floats);
 }
 
 void Qwen3Session::commit(int64_t n) {

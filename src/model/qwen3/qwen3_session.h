@@ -36,6 +36,7 @@ public:
 
   void truncate(int64_t length);
   void reset() { truncate(0); }
+  void plan_length(int64_t positions) override;  // every layer's keys and values
 
   // Used by Qwen3Model::forward: make room for n more positions (Error past
   // capacity), then the rows of layer l, position p ([kv_dim] floats each),
