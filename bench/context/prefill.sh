@@ -11,8 +11,8 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DF=$ROOT/build/release/deltafin
-BENCH=$ROOT/build/release/bench/bench_context
-[ -x "$BENCH" ] || { echo "build first: scripts/build.sh release" >&2; exit 1; }
+BIN=$ROOT/build/release/bench/bench_context
+[ -x "$BIN" ] || { echo "build first: scripts/build.sh release" >&2; exit 1; }
 lengths=${1:-1024,8192,32768}
 threads=${2:-1}
 bench_lengths=${3:-1024}
@@ -26,9 +26,15 @@ for preset in $presets; do
   [ -f "$ckpt/config.json" ] || "$DF" make-model --preset "$preset" --out "$ckpt" --quiet
   l=$lengths
   [ "$preset" = bench ] && l=$bench_lengths
+  # One process per length: the peak RSS of one prefill is not hidden by the
+  # memory the allocator kept from a longer one.
   {
-    echo "# bench_context $preset --prefill $l, $threads thread(s); $(date -u +%FT%TZ)"
+    echo "# bench_context $preset --prefill $l, $threads thread(s), one process per length; $(date -u +%FT%TZ)"
     echo "# command: bench/context/prefill.sh $lengths $threads $bench_lengths (BENCH=${BENCH:-0})"
-    "$BENCH" "$ckpt" --prefill "$l" --threads "$threads"
+    first=1
+    for n in ${l//,/ }; do
+      if [ $first = 1 ]; then "$BIN" "$ckpt" --prefill "$n" --threads "$threads"; first=0
+      else "$BIN" "$ckpt" --prefill "$n" --threads "$threads" | tail -n 1; fi
+    done
   } | tee "$out/prefill-$preset.txt"
 done

@@ -10,8 +10,8 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DF=$ROOT/build/release/deltafin
-BENCH=$ROOT/build/release/bench/bench_context
-[ -x "$BENCH" ] || { echo "build first: scripts/build.sh release" >&2; exit 1; }
+BIN=$ROOT/build/release/bench/bench_context
+[ -x "$BIN" ] || { echo "build first: scripts/build.sh release" >&2; exit 1; }
 contexts=${1:-256,1024,8192,32768,131072}
 steps=${2:-8}
 threads=${3:-1}
@@ -26,6 +26,6 @@ for preset in $presets; do
   {
     echo "# bench_context $preset: contexts $contexts, $steps steps, $threads thread(s); $(date -u +%FT%TZ)"
     echo "# command: bench/context/run.sh $contexts $steps $threads"
-    "$BENCH" "$ckpt" --contexts "$contexts" --steps "$steps" --threads "$threads"
+    "$BIN" "$ckpt" --contexts "$contexts" --steps "$steps" --threads "$threads"
   } | tee "$out/$preset.txt"
 done
