@@ -270,13 +270,7 @@ TEST(AnthropicHttp, AScriptedModelsToolCallIsAToolUseRoundTrip) {
 // Markup the model gets wrong reaches the client as text, whole: arguments
 // that are not JSON, and a block never closed.
 TEST(AnthropicHttp, AScriptedModelsMalformedCallsAreShownAsText) {
-  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{"<tool_call>", R"({"name": "get_weather", "arguments": )", "</tool_call>", "<|im_end|>"},
-       R"(<tool_call>{"name": "get_weather", "arguments": </tool_call>)"},
-      {{"Let me check. ", "<tool_call>", R"({"name": "get_weather")", "<|im_end|>"},
-       R"(Let me check. <tool_call>{"name": "get_weather")"},
-  };
-  for (const auto& [script, shown] : cases) {
+  for (const auto& [script, shown] : test::malformed_call_scripts()) {
     SCOPED_TRACE(shown);
     test::TempDir dir;
     std::unique_ptr<LoadedModel> lm = scripted_qwen3(dir, script);

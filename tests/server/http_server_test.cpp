@@ -773,13 +773,7 @@ TEST(HttpTools, AScriptedModelsToolCallComesBackParsedStreamedAndNot) {
 // Markup the model gets wrong reaches the client as text, whole, with
 // finish_reason "stop": arguments that are not JSON, and a block never closed.
 TEST(HttpTools, AScriptedModelsMalformedCallsAreShownAsContent) {
-  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{"<tool_call>", R"({"name": "get_weather", "arguments": )", "</tool_call>", "<|im_end|>"},
-       R"(<tool_call>{"name": "get_weather", "arguments": </tool_call>)"},
-      {{"Let me check. ", "<tool_call>", R"({"name": "get_weather")", "<|im_end|>"},
-       R"(Let me check. <tool_call>{"name": "get_weather")"},
-  };
-  for (const auto& [script, shown] : cases) {
+  for (const auto& [script, shown] : test::malformed_call_scripts()) {
     SCOPED_TRACE(shown);
     test::TempDir dir;
     std::unique_ptr<LoadedModel> lm = scripted_qwen3(dir, script);

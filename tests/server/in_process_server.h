@@ -89,4 +89,16 @@ inline std::unique_ptr<LoadedModel> scripted_qwen3(const test::TempDir& dir, con
 }
 
 
+// Scripts of a model that writes Qwen3 tool-call markup wrong, with the text
+// a client must be shown for each (never dropped): arguments that are not
+// JSON, and a block never closed.
+inline std::vector<std::pair<std::vector<std::string>, std::string>> malformed_call_scripts() {
+  return {
+      {{"<tool_call>", R"({"name": "get_weather", "arguments": )", "</tool_call>", "<|im_end|>"},
+       R"(<tool_call>{"name": "get_weather", "arguments": </tool_call>)"},
+      {{"Let me check. ", "<tool_call>", R"({"name": "get_weather")", "<|im_end|>"},
+       R"(Let me check. <tool_call>{"name": "get_weather")"},
+  };
+}
+
 }  // namespace deltafin::test

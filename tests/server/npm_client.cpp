@@ -13,19 +13,6 @@ namespace deltafin::test {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
-
-std::string installed_version(const std::string& package_json) {
-  if (!file_exists(package_json)) return "";
-  try {
-    return json::parse(read_text_file(package_json)).value("version", "");
-  } catch (const std::exception&) {
-    return "";
-  }
-}
-
-}  // namespace
-
 NpmClient install_npm_client(const std::string& dir, const std::string& package, const std::vector<std::string>& scripts) {
   NpmClient c;
   const auto start = std::chrono::steady_clock::now();
@@ -41,9 +28,8 @@ NpmClient install_npm_client(const std::string& dir, const std::string& package,
   const std::string prefix = fs::path(deltafin_binary()).parent_path().string() + "/" + dir + "-client";
   fs::create_directories(prefix);
   FileLock lock(prefix + "/.lock");
-  const std::string installed_json = prefix + "/node_modules/" + package + "/package.json";
   const std::string prefix_json = prefix + "/package.json";
-  if (installed_version(installed_json) != c.version || !file_exists(prefix_json) ||
+  if (installed_npm_version(prefix, package) != c.version || !file_exists(prefix_json) ||
       read_text_file(prefix_json) != package_json) {
     write_file_atomic(prefix_json, package_json);
     const std::string cmd =
@@ -52,7 +38,7 @@ NpmClient install_npm_client(const std::string& dir, const std::string& package,
       c.why_not = "`" + cmd + "` failed: " + out;
       return c;
     }
-    if (installed_version(installed_json) != c.version) {
+    if (installed_npm_version(prefix, package) != c.version) {
       c.why_not = "`" + cmd + "` did not install " + package + " " + c.version;
       return c;
     }

@@ -15,7 +15,10 @@
 #include <fstream>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 #include "util/error.h"
+#include "util/file.h"
 
 namespace deltafin::test {
 
@@ -51,6 +54,16 @@ int run_command(const std::string& command, std::string* output) {
   int status = ::pclose(p);
   if (output) *output = out;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string installed_npm_version(const std::string& prefix, const std::string& name) {
+  const std::string package_json = prefix + "/node_modules/" + name + "/package.json";
+  if (!file_exists(package_json)) return "";
+  try {
+    return nlohmann::json::parse(read_text_file(package_json)).value("version", "");
+  } catch (const std::exception&) {
+    return "";
+  }
 }
 
 std::string expect_error(const std::function<void()>& fn, std::initializer_list<std::string> needles) {

@@ -49,6 +49,8 @@ private:
 // Runs a shell command; returns its exit status and fills *output with
 // stdout+stderr.
 int run_command(const std::string& command, std::string* output);
+// The version of npm package `name` installed under prefix/node_modules ("" when none).
+std::string installed_npm_version(const std::string& prefix, const std::string& name);
 
 // Runs fn, expects a deltafin::Error whose message contains every needle;
 // returns the message (empty when no error or the wrong type was thrown).

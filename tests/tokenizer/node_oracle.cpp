@@ -19,16 +19,6 @@ uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ull) {
   return h;
 }
 
-std::string installed_version(const std::string& prefix, const std::string& name) {
-  const std::string package_json = prefix + "/node_modules/" + name + "/package.json";
-  if (!file_exists(package_json)) return "";
-  try {
-    return json::parse(read_text_file(package_json)).value("version", "");
-  } catch (const std::exception&) {
-    return "";
-  }
-}
-
 }  // namespace
 
 NodeOracle run_node_oracle(const std::string& prefix, const std::vector<std::pair<std::string, std::string>>& packages,
@@ -47,7 +37,7 @@ NodeOracle run_node_oracle(const std::string& prefix, const std::vector<std::pai
   bool installed = true;
   for (const auto& [name, version] : packages) {
     specs += " " + name + "@" + version;
-    installed = installed && installed_version(prefix, name) == version;
+    installed = installed && installed_npm_version(prefix, name) == version;
   }
   if (!installed) {
     const std::string cmd = "npm install --prefix " + shell_quote(prefix) + " --no-audit --no-fund --loglevel=error" + specs;
