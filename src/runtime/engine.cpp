@@ -165,7 +165,7 @@ Outcome Engine::Impl::run(const std::vector<uint32_t>& prompt, bool chat, int64_
   model.set_capture_layers(drafter ? drafter->capture_layers() : std::vector<int64_t>{});
   out.drafter = drafter ? drafter->name() : "none";
   std::unique_ptr<ModelSession> session = reuse(prompt, out);
-  session->plan_length(std::min(context_limit, n + std::max<int64_t>(max_new, 0)));
+  session->plan_length(max_new >= context_limit - n ? context_limit : n + std::max<int64_t>(max_new, 0));
   const int64_t reused = out.cached_tokens;
   prompt_tokens.store(n);
   prefill_done.store(reused);
