@@ -17,6 +17,7 @@
 
 #include "kernels/isa.h"
 #include "model/common/greedy.h"
+#include "model/qwen3/qwen3_attention.h"
 #include "model/qwen3_moe/qwen3_moe_generator.h"
 #include "model/qwen3_moe/qwen3_moe_model.h"
 #include "qwen3/reference_qwen3.h"
@@ -249,6 +250,44 @@ TEST(Qwen3MoeModel, TPositionsEqualSinglePositionsOnEveryIsaAndThreadCount) {
     }
   }
   set_active_isa(best);
+}
+
+// A long pass runs its attention in blocks of kAttentionStopRows query rows
+// and asks for a stop between them: the seams change no bit, and a stop
+// asked inside a layer's attention ends the pass there, committing nothing.
+TEST(Qwen3MoeModel, AttentionBlocksChangeNoBitAndAStopIsSeenInsideALayer) {
+  test::TempDir dir;
+  Qwen3MoeGenerateOptions o = tiny(dir.path(), 22);
+  o.max_position_embeddings = 512;
+  generate_qwen3_moe_checkpoint(o);
+  std::unique_ptr<Loaded> m = load(dir.path());
+  const size_t V = m->config.base.vocab_size;
+  const size_t T = 2 * kAttentionStopRows + 22;
+  const std::vector<uint32_t> tokens = test::random_tokens(5, T, static_cast<uint32_t>(V));
+  Qwen3MoeModel model(m->config, m->weights, *m->experts, nullptr);
+  Qwen3Session whole(m->config.base);
+  const Rows all = model.forward(whole, tokens, true);
+  Qwen3Session steps(m->config.base);
+  for (size_t t = 0; t < T; ++t) {
+    const Rows one = model.forward(steps, std::span<const uint32_t>(&tokens[t], 1), false);
+    ASSERT_EQ(std::memcmp(one.row(0), all.row(t), V * sizeof(float)), 0) << "position " << t;
+  }
+
+  Qwen3Session s(m->config.base);
+  int64_t layer_now = -1;
+  int asks_in_layer_1 = 0;
+  PassShape shape;
+  shape.poll_interval = std::chrono::microseconds(0);
+  shape.on_layer = [&](int64_t layer) { layer_now = layer; };
+  // The first ask in layer 1 is the one before it; the second comes from
+  // inside its attention.
+  shape.cancelled = [&] { return layer_now == 1 && ++asks_in_layer_1 >= 2; };
+  const Rows none = model.forward(s, tokens, false, shape);
+  EXPECT_EQ(none.T, 0u);
+  EXPECT_EQ(layer_now, 1) << "the stop was not seen inside layer 1";
+  EXPECT_EQ(s.length(), 0);
+  const Rows again = model.forward(s, tokens, true);
+  EXPECT_EQ(std::memcmp(again.v.data(), all.v.data(), all.v.size() * sizeof(float)), 0);
 }
 
 // An ExpertSource that hands experts over in reverse order and records what

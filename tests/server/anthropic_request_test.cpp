@@ -57,8 +57,13 @@ std::vector<Bad> bad_cases() {
       {"max_tokens on count_tokens", R"({"model":"k3","max_tokens":5,"messages":[{"role":"user","content":"x"}]})", 400,
        "max_tokens", "Unrecognized", true},
       {"empty messages", msgs("[]"), 400, "messages", "at least one message"},
-      {"system role in messages", msgs(R"([{"role":"system","content":"x"}])"), 400, "messages[0].role",
-       "goes in 'system'"},
+      {"a tool role", msgs(R"([{"role":"tool","content":"x"}])"), 400, "messages[0].role",
+       "expected \"user\", \"assistant\" or \"system\""},
+      {"clearing tool uses", body(R"("context_management":{"edits":[{"type":"clear_tool_uses_20250919"}]})"), 400,
+       "context_management.edits[0].type", "only clear_thinking_20251015"},
+      {"a negative thinking keep",
+       body(R"("context_management":{"edits":[{"type":"clear_thinking_20251015","keep":{"type":"thinking_turns","value":-1}}]})"),
+       400, "context_management.edits[0].keep.value", ">= 0"},
       {"an extra message key", msgs(R"([{"role":"user","content":"x","name":"n"}])"), 400, "messages[0].name",
        "Unrecognized"},
       {"an image", msgs(R"([{"role":"user","content":[{"type":"image","source":{}}]}])"), 400,
@@ -165,8 +170,8 @@ TEST(AnthropicRequest, TranslatesEveryBlockKindIntoTheChatForm) {
     {"role": "assistant", "reasoning_content": "Two cities.\n\nTwo calls.", "content": [{"type": "text", "text": "Checking."}],
      "tool_calls": [{"id": "toolu_a", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
                     {"id": "toolu_b", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Rome", "days": 2}}}]},
-    {"role": "tool", "tool_call_id": "toolu_b", "content": [{"type": "text", "text": "Rain"}]},
-    {"role": "tool", "tool_call_id": "toolu_a", "content": "Error: no data"},
+    {"role": "tool", "tool_call_id": "toolu_b", "name": "get_weather", "content": [{"type": "text", "text": "Rain"}]},
+    {"role": "tool", "tool_call_id": "toolu_a", "name": "get_weather", "content": "Error: no data"},
     {"role": "user", "content": [{"type": "text", "text": "And tomorrow?"}]}])");
   EXPECT_EQ(m.chat.messages, expected_messages) << m.chat.messages.dump(1);
   EXPECT_EQ(m.chat.tools, Json::parse(R"([{"type": "function", "function": {"name": "get_weather", "description": "Weather now",
@@ -249,6 +254,51 @@ TEST(AnthropicRequest, ToolChoicesAndOutputFormatMapOntoTheChatForm) {
       body(R"("output_config":{"format":{"type":"json_schema","schema":{"type":"object","required":["a"]}}})"), limits(), false);
   EXPECT_EQ(format.chat.response_format,
             Json::parse(R"({"type":"json_schema","json_schema":{"name":"output","schema":{"type":"object","required":["a"]}}})"));
+}
+
+// What Claude Code sends: system messages inside `messages` (also between a
+// call and its result), and context_management clearing older thinking.
+TEST(AnthropicRequest, MidConversationSystemMessagesAndClearedThinking) {
+  const std::string turns =
+      R"([{"role":"user","content":"a"},)"
+      R"({"role":"assistant","content":[{"type":"thinking","thinking":"t1","signature":""},{"type":"text","text":"b"}]},)"
+      R"({"role":"user","content":"c"},)"
+      R"({"role":"assistant","content":[{"type":"thinking","thinking":"t2","signature":""},)"
+      R"({"type":"tool_use","id":"u1","name":"f","input":{}}]},)"
+      R"({"role":"system","content":[{"type":"text","text":"reminder"}]},)"
+      R"({"role":"user","content":[{"type":"tool_result","tool_use_id":"u1","content":"ok"}]},)"
+      R"({"role":"system","content":"last words"}])";
+  const auto reasoning_of = [](const Json& messages) {
+    std::vector<std::string> out;
+    for (const Json& m : messages)
+      if (m["role"] == "assistant") out.push_back(m.value("reasoning_content", std::string("-")));
+    return out;
+  };
+  const std::string tools = R"("tools":[{"name":"f","input_schema":{}}])";
+  const MessagesRequest kept = parse_messages_request(msgs(turns, tools), limits(), false);
+  EXPECT_EQ(reasoning_of(kept.chat.messages), (std::vector<std::string>{"t1", "t2"}));
+  EXPECT_EQ(kept.chat.messages[4], Json::parse(R"({"role":"system","content":[{"type":"text","text":"reminder"}]})"));
+  EXPECT_EQ(kept.chat.messages[5], Json::parse(R"({"role":"tool","tool_call_id":"u1","name":"f","content":"ok"})"));
+  EXPECT_EQ(kept.chat.messages.back(), Json::parse(R"({"role":"system","content":"last words"})"));
+  const struct {
+    std::string edit;
+    std::vector<std::string> reasoning;
+  } cases[] = {
+      {R"({"type":"clear_thinking_20251015","keep":"all"})", {"t1", "t2"}},
+      {R"({"type":"clear_thinking_20251015","keep":{"type":"all"}})", {"t1", "t2"}},
+      {R"({"type":"clear_thinking_20251015"})", {"-", "t2"}},
+      {R"({"type":"clear_thinking_20251015","keep":{"type":"thinking_turns","value":0}})", {"-", "-"}},
+      {R"({"type":"clear_thinking_20251015","keep":{"type":"thinking_turns","value":2}})", {"t1", "t2"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.edit);
+    const MessagesRequest m = parse_messages_request(
+        msgs(turns, tools + R"(,"context_management":{"edits":[)" + c.edit + "]}"), limits(), false);
+    EXPECT_EQ(reasoning_of(m.chat.messages), c.reasoning);
+    ChatOptions o;
+    o.tools = nlohmann::json::parse(m.chat.tools.dump());
+    EXPECT_NO_THROW((void)render_chat(m.chat.messages, o));
+  }
 }
 
 TEST(AnthropicRequest, CountTokensTakesTheBodyWithoutMaxTokens) {

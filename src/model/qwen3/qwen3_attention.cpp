@@ -76,9 +76,9 @@ void qwen3_rope_tables(const Qwen3Rope& r, int64_t start, size_t T, std::vector<
   }
 }
 
-void qwen3_attention_block(const Qwen3Config& c, const Qwen3AttentionWeights& L, int64_t l, Qwen3Session& session,
+bool qwen3_attention_block(const Qwen3Config& c, const Qwen3AttentionWeights& L, int64_t l, Qwen3Session& session,
                            int64_t start, size_t T, const float* cos_t, const float* sin_t, float* x,
-                           ThreadPool* pool) {
+                           ThreadPool* pool, const std::function<bool()>& stop) {
   const size_t d = c.hidden_size, hd = c.head_dim, half = hd / 2, H = c.num_attention_heads, G = c.groups(),
                qd = c.q_dim(), kvd = c.kv_dim();
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -109,16 +109,21 @@ void qwen3_attention_block(const Qwen3Config& c, const Qwen3AttentionWeights& L,
   // written above; query head hh reads KV head hh / G (grouped-query).
   const float* keys = session.keys(l, 0);
   const float* values = session.values(l, 0);
-  qwen3_parallel(pool, T * H, [&](size_t begin, size_t end) {
-    std::vector<float> scratch(static_cast<size_t>(start) + T);
-    for (size_t item = begin; item < end; ++item) {
-      const size_t t = item / H, hh = item % H, g = hh / G;
-      attention(q.data() + t * qd + hh * hd, keys + g * hd, kvd, values + g * hd, kvd,
-                static_cast<size_t>(start) + t + 1, hd, hd, scale, scratch.data(), attn.data() + t * qd + hh * hd);
-    }
-  });
+  for (size_t t0 = 0; t0 < T; t0 += kAttentionStopRows) {
+    const size_t t1 = std::min(T, t0 + kAttentionStopRows);
+    qwen3_parallel(pool, (t1 - t0) * H, [&](size_t begin, size_t end) {
+      std::vector<float> scratch(static_cast<size_t>(start) + t1);
+      for (size_t item = begin; item < end; ++item) {
+        const size_t t = t0 + item / H, hh = item % H, g = hh / G;
+        attention(q.data() + t * qd + hh * hd, keys + g * hd, kvd, values + g * hd, kvd,
+                  static_cast<size_t>(start) + t + 1, hd, hd, scale, scratch.data(), attn.data() + t * qd + hh * hd);
+      }
+    });
+    if (stop && t1 < T && stop()) return false;
+  }
   matmul(L.o.view(), attn.data(), T, delta.data(), pool);
   for (size_t i = 0; i < T * d; ++i) x[i] = x[i] + delta[i];
+  return true;
 }
 
 }  // namespace deltafin

@@ -41,9 +41,15 @@ void qwen3_rope_tables(const Qwen3Rope& rope, int64_t start, size_t T, std::vect
 // Runs the attention half of `layer` for rows x [T, hidden] at positions
 // start ... start + T - 1 (cos_t / sin_t are theirs), adding its output to x.
 // The session must be reserved for them; their K/V rows are written here.
-void qwen3_attention_block(const Qwen3Config& config, const Qwen3AttentionWeights& w, int64_t layer,
+// `stop`, when set, is asked on the calling thread between blocks of
+// kAttentionStopRows query rows (a long prompt's attention is minutes of
+// work); when it returns true the block is abandoned and false is returned,
+// x and the session's committed rows untouched. Blocking changes no bit:
+// every (row, head) is its own reduction.
+inline constexpr size_t kAttentionStopRows = 64;
+bool qwen3_attention_block(const Qwen3Config& config, const Qwen3AttentionWeights& w, int64_t layer,
                            Qwen3Session& session, int64_t start, size_t T, const float* cos_t, const float* sin_t,
-                           float* x, ThreadPool* pool);
+                           float* x, ThreadPool* pool, const std::function<bool()>& stop = {});
 
 // Runs fn(begin, end) over [0, n), on the pool when there is one.
 void qwen3_parallel(ThreadPool* pool, size_t n, const std::function<void(size_t, size_t)>& fn);

@@ -1,5 +1,7 @@
 #include "model/qwen3_moe/qwen3_moe_model.h"
 
+#include <chrono>
+
 #include <algorithm>
 #include <map>
 #include <typeinfo>
@@ -245,13 +247,24 @@ Rows Qwen3MoeModel::forward(ModelSession& model_session, std::span<const uint32_
     for (size_t j = 0; j < d; ++j) x.row(t)[j] = bf16_to_f32(w_.embed.bf16_at(tokens[t], j));
   routes_.assign(static_cast<size_t>(c.num_hidden_layers), {});
 
+  // Asked inside a layer's attention too (a long prompt's is minutes of
+  // work), at most once per poll_interval.
+  auto polled = std::chrono::steady_clock::now();
+  std::function<bool()> stop;
+  if (shape.cancelled) stop = [&] {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - polled < shape.poll_interval) return false;
+    polled = now;
+    return shape.cancelled();
+  };
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     // Abandoned between layers: nothing was committed, so the session still
     // holds exactly what it held before the pass.
     if (shape.cancelled && shape.cancelled()) return Rows();
     if (shape.on_layer) shape.on_layer(l);
     const Qwen3MoeLayerWeights& L = w_.layers[static_cast<size_t>(l)];
-    qwen3_attention_block(c, L.attn, l, session, start, T, cos_t.data(), sin_t.data(), x.v.data(), pool_);
+    if (!qwen3_attention_block(c, L.attn, l, session, start, T, cos_t.data(), sin_t.data(), x.v.data(), pool_, stop))
+      return Rows();  // abandoned inside the layer: nothing committed either
     for (size_t t = 0; t < T; ++t) rmsnorm(x.row(t), L.post_attention_norm.data(), d, eps, h.row(t));
     if (c_.is_moe_layer(l))
       moe(l, h, delta);

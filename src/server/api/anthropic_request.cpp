@@ -23,9 +23,11 @@ constexpr size_t kMaxTools = 128;
 
 constexpr std::string_view kCreateFields[] = {
     "model", "max_tokens", "messages", "system", "stop_sequences", "stream", "temperature", "top_p", "top_k",
-    "tools", "tool_choice", "thinking", "output_config", "metadata", "service_tier", "speed", "cache_control"};
-constexpr std::string_view kCountFields[] = {"model",    "messages",      "system",       "tools",
-                                             "tool_choice", "thinking", "output_config", "cache_control"};
+    "tools", "tool_choice", "thinking", "output_config", "metadata", "service_tier", "speed", "cache_control",
+    "context_management"};
+constexpr std::string_view kCountFields[] = {"model",         "messages",      "system",
+                                             "tools",         "tool_choice",   "thinking",
+                                             "output_config", "cache_control", "context_management"};
 
 // Fields of Anthropic's API that ask for something deltafin does not run:
 // refused by name with the reason, rather than as merely unknown.
@@ -35,7 +37,6 @@ struct Refused {
 constexpr Refused kRefusedFields[] = {
     {"container", "deltafin runs no code-execution containers"},
     {"mcp_servers", "deltafin connects to no MCP servers; run the tools on the client"},
-    {"context_management", "deltafin does not edit the context; send the messages to use"},
     {"inference_geo", "deltafin runs on this machine only"},
 };
 
@@ -121,8 +122,14 @@ const std::string& tool_name(const Json& v, const std::string& path) {
 // ---------------------------------------------------------------------------
 // Messages.
 
-// The ids of the tool_use blocks of the assistant message just before.
-using CallIds = std::vector<std::string>;
+// The tool_use blocks (id, name) of the assistant message just before.
+using CallIds = std::vector<std::pair<std::string, std::string>>;
+
+const std::string* call_name(const CallIds& calls, const std::string& id) {
+  for (const auto& [call_id, name] : calls)
+    if (call_id == id) return &name;
+  return nullptr;
+}
 
 // A user message -> tool messages (its tool_result blocks, which come first)
 // and then a user message (its text blocks, if any).
@@ -150,7 +157,8 @@ void add_user(const Json& content, const std::string& path, const CallIds& calls
     const Json* id = given(block, "tool_use_id");
     if (!id) missing(join(p, "tool_use_id"));
     const std::string& use_id = string_field(*id, join(p, "tool_use_id"));
-    if (!contains(calls, use_id))
+    const std::string* name = call_name(calls, use_id);
+    if (!name)
       invalid_value(join(p, "tool_use_id"), cat("'", clip(use_id), "' is not the id of a tool_use block in the "
                                                 "assistant message just before this one."));
     Json text = "";
@@ -164,7 +172,9 @@ void add_user(const Json& content, const std::string& path, const CallIds& calls
         text.insert(text.begin(), Json{{"type", "text"}, {"text", "Error: "}});
       }
     }
-    out.push_back({{"role", "tool"}, {"tool_call_id", use_id}, {"content", text}});
+    // The call's name goes along, so the result still resolves when a
+    // mid-conversation system message stands between the call and it.
+    out.push_back({{"role", "tool"}, {"tool_call_id", use_id}, {"name", *name}, {"content", text}});
   }
   if (!parts.empty()) out.push_back({{"role", "user"}, {"content", parts}});
 }
@@ -205,15 +215,15 @@ CallIds add_assistant(const Json& content, const std::string& path, Json& out) {
       if (!id) missing(join(p, "id"));
       const std::string& call_id = string_field(*id, join(p, "id"));
       if (call_id.empty()) invalid_value(join(p, "id"), "a tool_use id must not be empty.");
-      if (contains(ids, call_id)) invalid_value(join(p, "id"), cat("the id '", clip(call_id), "' is used twice in this message."));
+      if (call_name(ids, call_id)) invalid_value(join(p, "id"), cat("the id '", clip(call_id), "' is used twice in this message."));
       const Json* name = given(block, "name");
       if (!name) missing(join(p, "name"));
-      tool_name(*name, join(p, "name"));
+      const std::string& fn = tool_name(*name, join(p, "name"));
       const Json* input = given(block, "input");
       if (!input) missing(join(p, "input"));
       if (!input->is_object()) invalid_type(join(p, "input"), "an object", *input);
       calls.push_back({{"id", call_id}, {"type", "function"}, {"function", {{"name", *name}, {"arguments", *input}}}});
-      ids.push_back(call_id);
+      ids.emplace_back(call_id, fn);
     } else {
       unsupported_block(p, type, "\"text\", \"thinking\" or \"tool_use\"");
     }
@@ -249,17 +259,72 @@ Json translate_messages(const Json& body) {
     if (r == "user") {
       add_user(*content, join(path, "content"), calls, out);
       calls.clear();
+    } else if (r == "system") {  // a mid-conversation system message (Claude Code sends them)
+      out.push_back({{"role", "system"}, {"content", text_content(*content, join(path, "content"))}});
     } else if (r == "assistant") {
       if (i + 1 == messages->size())
         unsupported(path, "a final assistant message (a prefilled answer to continue) is not supported; end with a "
                           "user message.");
       calls = add_assistant(*content, join(path, "content"), out);
     } else {
-      invalid_value(join(path, "role"), cat("expected \"user\" or \"assistant\" (the system prompt goes in 'system'), but got ",
-                                            describe(*role), "."));
+      invalid_value(join(path, "role"), cat("expected \"user\", \"assistant\" or \"system\", but got ", describe(*role), "."));
     }
   }
   return out;
+}
+
+// context_management: the one edit deltafin can make on the messages it is
+// given, clear_thinking_20251015 (Claude Code sends it), drops the thinking
+// of all but the last `keep` assistant turns that have some (default 1, as
+// Anthropic's); "all" keeps every one. Edits that summarise or clear tool
+// results are refused: they would need the model to rewrite the context.
+void apply_context_management(const Json& body, Json& messages) {
+  const Json* cm = given(body, "context_management");
+  if (!cm) return;
+  if (!cm->is_object()) invalid_type("context_management", "an object", *cm);
+  only_keys(*cm, "context_management", {"edits"});
+  const Json* edits = given(*cm, "edits");
+  if (!edits) return;
+  if (!edits->is_array()) invalid_type("context_management.edits", "an array of edits", *edits);
+  for (size_t i = 0; i < edits->size(); ++i) {
+    const std::string p = index("context_management.edits", i);
+    const Json& edit = (*edits)[i];
+    if (!edit.is_object()) invalid_type(p, "an edit object", edit);
+    const Json* type = given(edit, "type");
+    if (!type) missing(join(p, "type"));
+    const std::string& t = string_field(*type, join(p, "type"));
+    if (t != "clear_thinking_20251015")
+      unsupported(join(p, "type"), cat("only clear_thinking_20251015 is supported (deltafin does not clear tool results "
+                                       "or compact the context); got \"", clip(t), "\"."));
+    only_keys(edit, p, {"type", "keep"});
+    int64_t keep = 1;
+    if (const Json* k = given(edit, "keep")) {
+      const std::string kp = join(p, "keep");
+      if (k->is_string() && k->get_ref<const std::string&>() == "all") continue;
+      if (!k->is_object()) invalid_type(kp, "\"all\" or {\"type\": \"all\" | \"thinking_turns\", \"value\"}", *k);
+      const Json* kt = given(*k, "type");
+      if (!kt) missing(join(kp, "type"));
+      const std::string& kind = string_field(*kt, join(kp, "type"));
+      if (kind == "all") {
+        only_keys(*k, kp, {"type"});
+        continue;
+      }
+      if (kind != "thinking_turns") invalid_value(join(kp, "type"), cat("expected \"all\" or \"thinking_turns\", but got ", describe(*kt), "."));
+      only_keys(*k, kp, {"type", "value"});
+      const Json* v = given(*k, "value");
+      if (!v) missing(join(kp, "value"));
+      keep = int64_field(*v, join(kp, "value"), "an integer >= 0");
+      if (keep < 0) invalid_value(join(kp, "value"), cat("expected an integer >= 0, but got ", keep, "."));
+    }
+    for (auto m = messages.rbegin(); m != messages.rend(); ++m) {
+      if (!m->contains("reasoning_content")) continue;
+      if (keep > 0) {
+        --keep;
+      } else {
+        m->erase("reasoning_content");
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -486,6 +551,7 @@ MessagesRequest parse_messages_request(std::string_view body_text, const Request
   MessagesRequest out;
   Json chat = {{"model", served_model(body, limits)}};
   chat["messages"] = translate_messages(body);
+  apply_context_management(body, chat["messages"]);
   const std::optional<int64_t> max_tokens = max_tokens_of(body, limits, count_tokens);
   if (max_tokens) chat["max_tokens"] = *max_tokens;
   const std::vector<std::string> stops = count_tokens ? std::vector<std::string>{} : stop_sequences(body);

@@ -11,14 +11,17 @@
 //   system (a string or text blocks), stop_sequences (0..16 non-empty
 //   strings), stream, tools, tool_choice, thinking, output_config ({effort,
 //   format}), metadata ({user_id}), service_tier ("auto", "standard_only"),
-//   speed ("standard" or null), cache_control; and, as on the OpenAI route,
+//   speed ("standard" or null), cache_control, context_management ({edits:
+//   [clear_thinking_20251015 with keep "all" or N thinking turns]}: older
+//   turns' thinking left out; other edits refused); and, as on the OpenAI route,
 //   temperature (0 only: decoding is greedy), top_p in (0, 1] and top_k >= 1
 //   (the argmax is always inside the nucleus and the top k). count_tokens
 //   takes model, messages, system, tools, tool_choice, thinking,
-//   output_config and cache_control.
+//   output_config, cache_control and context_management.
 //
-// Messages alternate freely between "user" and "assistant"; content is a
-// string or an array of blocks:
+// Messages have the roles "user", "assistant" and "system" (a system message
+// inside the conversation, as Claude Code sends them, rendered at its
+// place); content is a string or an array of blocks:
 //   user:      text, tool_result {tool_use_id, content (string or text
 //              blocks), is_error} (tool results first, each answering a
 //              tool_use of the assistant message just before it);
