@@ -83,10 +83,10 @@ TEST_P(OpenAIClient, OfficialSdkDrivesServe) {
       << out;
 
   const std::string api_key = "test-key";
-  // A 4 MB session budget: the context (~1,000 positions) is what it holds,
+  // A 6 MB session budget: the context (~1,000-3,000 positions) is what it holds,
   // which the script checks through /health and a prompt over it.
   ServeProcess server({"--model", model_dir, "--api-key", api_key, "--queue", "4", "--max-tokens", std::to_string(kMaxTokens),
-                       "--session-budget-mb", "4"},
+                       "--session-budget-mb", "6"},
                       {}, kServerStartLimit);
   ASSERT_TRUE(server.error().empty()) << server.error() << "; its output:\n" << server.output();
 

@@ -545,9 +545,9 @@ await check(`max_tokens over --max-tokens ${maxTokensCeiling} -> BadRequestError
 await check("a prompt over the session budget's context -> BadRequestError context_length_exceeded with both numbers", async () => {
   const health = await (await fetch(baseURL + "/health")).json();
   const context = health.context_limit, budget = health.session_budget_bytes;
-  assert.equal(budget, 4_000_000, JSON.stringify(health));
+  assert.equal(budget, 6_000_000, JSON.stringify(health));
   assert.equal(health.session_bytes_per_position, bytesPerPosition, JSON.stringify(health));
-  assert.ok(context > 300 && context <= 4_000_000 / bytesPerPosition, JSON.stringify(health));
+  assert.ok(context > 300 && context <= 6_000_000 / bytesPerPosition, JSON.stringify(health));
   const ids = Array.from({ length: context }, (_, i) => 100 + (i % Math.min(500, vocabSize - 100)));
   await expectApiError(() => client.completions.create({ model, prompt: ids, max_tokens: 1 }), {
     cls: OpenAI.BadRequestError, status: 400, param: "prompt", code: "context_length_exceeded",
