@@ -34,9 +34,10 @@
 #include <string>
 #include <vector>
 
-#include <immintrin.h>
 #include <fstream>
 #include <thread>
+
+#include "support/fma_peak.h"
 
 #include "engine/prefill.h"
 #include "model/kimi_k3/checkpoint.h"
@@ -116,58 +117,6 @@ int session_figures(const std::string& preset) {
   return 0;
 }
 
-// GFLOP/s of fused multiply-adds on registers (12 independent accumulators,
-// so the FMA units, not the dependency chain, set the pace), per thread.
-__attribute__((target("avx512f"))) double fma_gflops_avx512() {
-  __m512 acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
-  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(0.001f);
-  const int64_t iters = 20'000'000;
-  const auto t = Clock::now();
-  for (int64_t k = 0; k < iters; ++k)
-    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-  const double s = std::chrono::duration<double>(Clock::now() - t).count();
-  volatile float sink = 0;
-  for (int i = 0; i < 12; ++i) sink = sink + _mm512_reduce_add_ps(acc[i]);
-  return static_cast<double>(iters) * 12 * 16 * 2 / s / 1e9;
-}
-__attribute__((target("avx2,fma"))) double fma_gflops_avx2() {
-  __m256 acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
-  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(0.001f);
-  const int64_t iters = 20'000'000;
-  const auto t = Clock::now();
-  for (int64_t k = 0; k < iters; ++k)
-    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
-  const double s = std::chrono::duration<double>(Clock::now() - t).count();
-  volatile float sink = 0;
-  float lanes[8];
-  for (int i = 0; i < 12; ++i) {
-    _mm256_storeu_ps(lanes, acc[i]);
-    for (float x : lanes) sink = sink + x;
-  }
-  return static_cast<double>(iters) * 12 * 8 * 2 / s / 1e9;
-}
-
-// The machine's FMA peak with `threads` threads, each running the widest
-// kernel this CPU has; best of 3.
-double fma_peak_gflops(int threads, const char** isa) {
-  const bool avx512 = __builtin_cpu_supports("avx512f");
-  *isa = avx512 ? "AVX-512" : "AVX2";
-  double best = 0;
-  for (int r = 0; r < 3; ++r) {
-    std::vector<double> each(static_cast<size_t>(threads));
-    std::vector<std::thread> pool;
-    for (int i = 0; i < threads; ++i)
-      pool.emplace_back([&, i] { each[static_cast<size_t>(i)] = avx512 ? fma_gflops_avx512() : fma_gflops_avx2(); });
-    for (std::thread& t : pool) t.join();
-    double total = 0;
-    for (double g : each) total += g;
-    best = std::max(best, total);
-  }
-  return best;
-}
-
 // Multiply-adds of a prefill, counted from the checkpoint.
 struct PrefillWork {
   double spine_per_position = 0;   // every BF16 matrix (and conv) of the layers once, but embeddings and lm_head
@@ -230,7 +179,7 @@ int prefill_curve(const std::string& dir, const std::vector<int64_t>& lengths, i
   const K3Config& c = m->config;
   const PrefillWork w = count_prefill_work(dir, c);
   const char* isa = "";
-  const double peak = fma_peak_gflops(threads, &isa);
+  const double peak = bench::fma_peak_gflops(threads, &isa);
   const ModelSummary& sum = m->model->summary();
   std::printf("model %s: per position %.1f M spine + %.1f M expert + %.2f M KDA multiply-adds; absorbed MLA %.0f per "
               "(query, key) pair; FMA peak %.1f GFLOP/s (%s, %d thread(s)); prefill chunk %lld\n",

@@ -2,7 +2,9 @@
 //   membw/sum/<isa>                         read bandwidth: sum() over a 1 GiB float array
 //   membw/sum4streams/<isa>                 the same array read as 4 interleaved streams
 //   matmul/<type>/<rows>x<cols>/<isa>       y = W x (T = 1): weight bytes/s and GFLOP/s
-//   batched/<type>/3072x3584/T<T>/<isa>     T = 1, 4, 16, 64: rows (positions) per second
+//   batched/<type>/3072x3584/T<T>/<isa>     T = 1, 2, 4, ..., 64: rows (positions) per second
+//   peak/fma                                this thread's FMA peak (the compute roof)
+// bench/kernels/roofline.sh runs the roofline subset and tables it.
 // Each matrix case rotates through enough copies of its weights (>= 1 GiB in
 // all, several times the 300 MiB L3 of the reference machine) that every
 // iteration streams its weights from memory. Ratios to the bandwidth are
@@ -23,6 +25,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/weights.h"
+#include "support/fma_peak.h"
 
 using namespace deltafin;
 
@@ -181,6 +184,15 @@ void bench_membw4(benchmark::State& state, Isa isa) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(kMinWorkingSet));
 }
 
+// The compute roof beside the products: register-only FMAs on this thread.
+void bench_fma_peak(benchmark::State& state) {
+  const char* isa = "";
+  double gflops = 0;
+  for (auto _ : state) gflops = deltafin::bench::fma_gflops_one_thread(5'000'000, &isa);
+  state.counters["GFLOP/s"] = gflops;
+  state.SetLabel(isa);
+}
+
 std::string shape_name(size_t rows, size_t cols) { return std::to_string(rows) + "x" + std::to_string(cols); }
 
 void register_all() {
@@ -188,6 +200,7 @@ void register_all() {
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
     if (isa_supported(isa)) isas.push_back(isa);
 
+  benchmark::RegisterBenchmark("peak/fma", bench_fma_peak)->Unit(benchmark::kMillisecond);
   for (Isa isa : isas)
     benchmark::RegisterBenchmark((std::string("membw/sum/") + isa_name(isa)).c_str(), bench_membw, isa)
         ->Unit(benchmark::kMillisecond);
@@ -206,6 +219,7 @@ void register_all() {
   const size_t expert[][2] = {{3072, 3584}, {3584, 3072}};
   for (WeightType t : {WeightType::BF16, WeightType::MXFP4})
     for (auto& s : expert) cases.push_back({t, s[0], s[1]});
+  cases.push_back({WeightType::Int8Row, 3072, 3584});  // the batched sweep's int8-row case
 
   for (const Case& c : cases) {
     for (Isa isa : isas) {
@@ -219,7 +233,7 @@ void register_all() {
     if (c.rows == 3072 && c.cols == 3584) {
       for (Isa isa : isas) {
         if (isa == Isa::Scalar) continue;
-        for (size_t T : {1, 4, 16, 64}) {
+        for (size_t T : {1, 2, 4, 8, 16, 32, 64}) {
           std::string name = std::string("batched/") + weight_type_name(c.type) + "/" + shape_name(c.rows, c.cols) +
                              "/T" + std::to_string(T) + "/" + isa_name(isa);
           benchmark::RegisterBenchmark(name.c_str(), bench_matmul, isa, c.type, c.rows, c.cols, T)
