@@ -31,10 +31,12 @@ constexpr size_t kColBlock = 512;  // multiple of 32
 constexpr size_t kPrefetchBytes = 4096;
 
 // Scratch floats one thread needs for a product over T rows: the decoded block,
-// 32 lane accumulators per (row in tile, x row), then x_stride floats a path
-// may use to re-lay out x (AVX-512 MXFP4 splits it into even/odd columns).
+// 32 lane accumulators per (row in tile, x row), then x_stride floats for each
+// of kRelayoutRows x rows, which a path may use to re-lay x out (AVX-512 MXFP4
+// splits the x rows of one run into even/odd columns).
 constexpr size_t kScratchFixed = kRowTile * kColBlock;
 constexpr size_t kScratchPerT = kRowTile * 32;
+constexpr size_t kRelayoutRows = 4;
 // The most rows one product call works on at once (matmul.cpp splits longer
 // calls): a prefill slice (kDefaultPrefillChunk, 128) fits in one.
 constexpr size_t kMaxRowsPerCall = 256;

@@ -78,7 +78,7 @@ void matmul(const WeightView& w, const float* x, size_t T, float* y, ThreadPool*
     xp = padded;
   }
 
-  size_t scratch_floats = kScratchFixed + kScratchPerT * T + x_stride;
+  size_t scratch_floats = kScratchFixed + kScratchPerT * T + std::min(T, kRelayoutRows) * x_stride;
   auto run = [&](size_t block_begin, size_t block_end) {
     float* scratch = aligned_floats(tls_scratch, scratch_floats);
     size_t row_begin = block_begin * kRowTile;

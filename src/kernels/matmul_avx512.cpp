@@ -143,6 +143,20 @@ void rows_single(const WeightView& w, const float* x, float* y, size_t row_begin
   for (; r < row_end; ++r) fused_rows<kType, 1>(src, w, x, y, r);
 }
 
+// Writes x's T rows (xs floats apart) into x_split, de-interleaved as the
+// MXFP4 loops below want them: per 32-column group, the even columns then the
+// odd ones.
+void split_even_odd(const float* x, size_t xs, size_t T, size_t groups, float* x_split) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  for (size_t t = 0; t < T; ++t)
+    for (size_t g = 0; g < groups; ++g) {
+      __m512 a = _mm512_load_ps(x + t * xs + 32 * g), b = _mm512_load_ps(x + t * xs + 32 * g + 16);
+      _mm512_store_ps(x_split + t * xs + 32 * g, _mm512_permutex2var_ps(a, even, b));
+      _mm512_store_ps(x_split + t * xs + 32 * g + 16, _mm512_permutex2var_ps(a, odd, b));
+    }
+}
+
 // MXFP4, T = 1: the natural-order decode above costs six port-5 shuffles per
 // group (unpack x2, widen x2, permute x2) and capped the stream near half the
 // memory bandwidth. Here the accumulators hold the even columns (canonical
@@ -179,17 +193,88 @@ void fused_rows_mxfp4(const RowSource<WeightType::MXFP4>& src, const float* x_sp
 
 void rows_single_mxfp4(const WeightView& w, const float* x, float* y, size_t row_begin, size_t row_end,
                        float* x_split) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   RowSource<WeightType::MXFP4> src(w);
-  for (size_t g = 0; g < src.groups; ++g) {
-    __m512 a = _mm512_load_ps(x + 32 * g), b = _mm512_load_ps(x + 32 * g + 16);
-    _mm512_store_ps(x_split + 32 * g, _mm512_permutex2var_ps(a, even, b));
-    _mm512_store_ps(x_split + 32 * g + 16, _mm512_permutex2var_ps(a, odd, b));
-  }
+  split_even_odd(x, 0, 1, src.groups, x_split);
   size_t r = row_begin;
   for (; r + 4 <= row_end; r += 4) fused_rows_mxfp4<4>(src, x_split, y, r);
   for (; r < row_end; ++r) fused_rows_mxfp4<1>(src, x_split, y, r);
+}
+
+// MXFP4 at T > 1: the T = 1 loop's even/odd decode, done once per group in
+// registers and used by TT x rows, instead of a decode into the scratch block
+// as the other types do. That decode (six shuffles and two stores per group)
+// cost more than the fmas it fed until T reached about 8, so T = 2 ran slower
+// per row than T = 1; decoding again for every run of four x rows is cheaper
+// at every T measured (1.4x to 1.15x the scratch path from T = 2 to 64,
+// bench/results/2026-12-03-kernels.md). Accumulators: R rows x TT x rows x
+// (even, odd).
+template <int R, int TT>
+void fused_tile_mxfp4(const RowSource<WeightType::MXFP4>& src, const float* x_split, size_t xs, float* y,
+                      size_t y_stride, size_t r0) {
+  const __m512i to_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i to_hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const size_t ng = src.groups;
+  __m512 even[R][TT], odd[R][TT];
+#pragma GCC unroll 2
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int t = 0; t < TT; ++t) even[i][t] = _mm512_setzero_ps(), odd[i][t] = _mm512_setzero_ps();
+  for (size_t g = 0; g < ng; ++g) {
+    __m512 we[R], wo[R];
+#pragma GCC unroll 2
+    for (int i = 0; i < R; ++i) {
+      size_t r = r0 + i;
+      src.prefetch(r, g, R);
+      __m512 lut = _mm512_mul_ps(src.e2m1, _mm512_set1_ps(kE8M0Scale[src.scales[r * ng + g]]));
+      __m512i bytes =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src.data + r * src.row_bytes + 16 * g)));
+      we[i] = _mm512_permutexvar_ps(bytes, lut);
+      wo[i] = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), lut);
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < TT; ++t) {
+      __m512 xe = _mm512_load_ps(x_split + t * xs + 32 * g), xo = _mm512_load_ps(x_split + t * xs + 32 * g + 16);
+#pragma GCC unroll 2
+      for (int i = 0; i < R; ++i) {
+        even[i][t] = _mm512_fmadd_ps(we[i], xe, even[i][t]);
+        odd[i][t] = _mm512_fmadd_ps(wo[i], xo, odd[i][t]);
+      }
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < TT; ++t)
+      y[t * y_stride + r0 + i] = lane_tree512(_mm512_permutex2var_ps(even[i][t], to_lo, odd[i][t]),
+                                              _mm512_permutex2var_ps(even[i][t], to_hi, odd[i][t]));
+}
+
+// Rows of one run of TT x rows: pairs, then a last single row.
+template <int TT>
+void fused_run_mxfp4(const RowSource<WeightType::MXFP4>& src, const float* x_split, size_t xs, float* y,
+                     size_t y_stride, size_t row_begin, size_t row_end) {
+  size_t r = row_begin;
+  for (; r + 2 <= row_end; r += 2) fused_tile_mxfp4<2, TT>(src, x_split, xs, y, y_stride, r);
+  if (r < row_end) fused_tile_mxfp4<1, TT>(src, x_split, xs, y, y_stride, r);
+}
+
+// Runs of kRelayoutRows (four) x rows, each split into x_split, then every
+// row of the range over it: 2 rows x 4 x rows x 2 keeps 16 accumulators, the
+// decoded pair and an x pair in registers.
+void rows_fused_mxfp4(const WeightView& w, const float* x, size_t xs, size_t T, float* y, size_t row_begin,
+                      size_t row_end, float* x_split) {
+  static_assert(kRelayoutRows == 4, "the runs below are four x rows");
+  RowSource<WeightType::MXFP4> src(w);
+  for (size_t t = 0; t < T; t += 4) {
+    const size_t n = T - t < 4 ? T - t : 4;
+    split_even_odd(x + t * xs, xs, n, src.groups, x_split);
+    const float* xt = x_split;
+    float* yt = y + t * w.rows;
+    switch (n) {
+      case 4: fused_run_mxfp4<4>(src, xt, xs, yt, w.rows, row_begin, row_end); break;
+      case 3: fused_run_mxfp4<3>(src, xt, xs, yt, w.rows, row_begin, row_end); break;
+      case 2: fused_run_mxfp4<2>(src, xt, xs, yt, w.rows, row_begin, row_end); break;
+      default: fused_run_mxfp4<1>(src, xt, xs, yt, w.rows, row_begin, row_end); break;
+    }
+  }
 }
 
 // Accumulates n columns (a multiple of 32) of 4 decoded rows x 2 x rows into
@@ -292,6 +377,8 @@ void rows(const WeightView& w, const float* x, size_t xs, size_t T, float* y, si
     } else {
       rows_single<kType>(w, x, y, row_begin, row_end);
     }
+  } else if constexpr (kType == WeightType::MXFP4) {
+    rows_fused_mxfp4(w, x, xs, T, y, row_begin, row_end, scratch + kScratchFixed + kScratchPerT * T);
   } else {
     rows_batched<kType>(w, x, xs, T, y, row_begin, row_end, scratch);
   }

@@ -187,6 +187,35 @@ TEST(Matmul, BatchedEqualsSingleRowsAndPathsAgree) {
   }
 }
 
+// Every T from 1 to 20 at odd row counts: each path's small-T and tile
+// remainders (AVX-512 MXFP4 decodes in registers up to kFusedMaxT rows in runs
+// of four; its batched tile takes x rows six at a time) equal T single-row
+// products and the scalar path, bit for bit.
+TEST(Matmul, EverySmallBatchEqualsSingleRows) {
+  Rng rng(6);
+  for (WeightType type : kAllTypes) {
+    const size_t rows = 7, cols = cols_for(type, 300);
+    OwnedWeight ow = random_weight(rng, type, rows, cols, 0, 140);
+    for (size_t T = 1; T <= 20; ++T) {
+      std::vector<float> x = random_floats(rng, T * cols);
+      std::vector<float> scalar_y;
+      for (Isa isa : supported_isas()) {
+        IsaScope scope(isa);
+        std::vector<float> single(T * rows);
+        for (size_t t = 0; t < T; ++t) {
+          std::vector<float> xt(x.begin() + t * cols, x.begin() + (t + 1) * cols);
+          std::vector<float> yt = run(ow.view(), xt, 1);
+          std::copy(yt.begin(), yt.end(), single.begin() + t * rows);
+        }
+        std::vector<float> batched = run(ow.view(), x, T);
+        EXPECT_TRUE(same_bits(batched, single)) << type_name(type) << " " << isa_name(isa) << " T=" << T;
+        if (isa == Isa::Scalar) scalar_y = batched;
+        EXPECT_TRUE(same_bits(batched, scalar_y)) << type_name(type) << " " << isa_name(isa) << " vs scalar, T=" << T;
+      }
+    }
+  }
+}
+
 // Calls longer than kMaxRowsPerCall rows are split into blocks (bounded
 // scratch): the blocks' seams change no bit, on every path and thread count.
 TEST(Matmul, CallsLongerThanOneBlockEqualSingleRows) {
