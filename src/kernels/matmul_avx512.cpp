@@ -13,6 +13,15 @@ namespace deltafin::kernels_detail {
 
 namespace {
 
+// F32/BF16/int8-row products of up to this many x rows take the fused loop
+// (rows_small_batch), longer ones the batched path. int8-row stops earlier:
+// its decode (widen, convert) is dearer, and at T = 8 the batched path was
+// 1.3x faster for it while BF16 was still 1.05-1.1x faster fused.
+template <WeightType kType>
+constexpr size_t fused_max_rows() {
+  return kType == WeightType::Int8Row ? 4 : 8;
+}
+
 // One decoded 32-column group: columns 0-15 and 16-31.
 struct Group {
   __m512 lo, hi;
@@ -107,40 +116,80 @@ struct RowSource {
   }
 };
 
-// The T = 1 path: y[r] = W[r] . x with the decode fused into the loop, so
-// every weight byte is streamed exactly once. R rows advance together, one
-// group at a time: each x load then serves R rows, which matters once x no
-// longer fits in L1 (12288 columns of fp32 is 48 KiB) and would otherwise be
-// re-read from L2 for every row. x is padded with -0.0f.
-template <WeightType kType, int R>
-void fused_rows(const RowSource<kType>& src, const WeightView& w, const float* x, float* y, size_t r0) {
+// The T = 1 path, and small T for F32/BF16/int8-row (fused_max_rows): y = W x
+// with the decode fused into the loop, so every weight byte is streamed once
+// per run of TT x rows (xs floats apart; y rows ys apart). R rows advance
+// together, one group at a time: each x load then serves R rows, which
+// matters once x no longer fits in L1 (12288 columns of fp32 is 48 KiB) and
+// would otherwise be re-read from L2 for every row. x is padded with -0.0f.
+template <WeightType kType, int R, int TT>
+void fused_rows(const RowSource<kType>& src, const WeightView& w, const float* x, size_t xs, float* y, size_t ys,
+                size_t r0) {
   size_t ng = src.padded_groups();
-  __m512 lo[R], hi[R];
+  __m512 lo[R][TT], hi[R][TT];
 #pragma GCC unroll 4
-  for (int i = 0; i < R; ++i) lo[i] = _mm512_setzero_ps(), hi[i] = _mm512_setzero_ps();
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int t = 0; t < TT; ++t) lo[i][t] = _mm512_setzero_ps(), hi[i][t] = _mm512_setzero_ps();
   for (size_t g = 0; g < ng; ++g) {
-    __m512 x0 = _mm512_load_ps(x + 32 * g), x1 = _mm512_load_ps(x + 32 * g + 16);
+    Group d[R];
 #pragma GCC unroll 4
     for (int i = 0; i < R; ++i) {
       src.prefetch(r0 + i, g, R);
-      Group d = src.group(r0 + i, g);
-      lo[i] = _mm512_fmadd_ps(d.lo, x0, lo[i]);
-      hi[i] = _mm512_fmadd_ps(d.hi, x1, hi[i]);
+      d[i] = src.group(r0 + i, g);
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < TT; ++t) {
+      __m512 x0 = _mm512_load_ps(x + t * xs + 32 * g), x1 = _mm512_load_ps(x + t * xs + 32 * g + 16);
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) {
+        lo[i][t] = _mm512_fmadd_ps(d[i].lo, x0, lo[i][t]);
+        hi[i][t] = _mm512_fmadd_ps(d[i].hi, x1, hi[i][t]);
+      }
     }
   }
-  for (int i = 0; i < R; ++i) {
-    float dot = lane_tree512(lo[i], hi[i]);
-    if constexpr (kType == WeightType::Int8Row) dot = dot * f16_to_f32(static_cast<const uint16_t*>(w.scales)[r0 + i]);
-    y[r0 + i] = dot;
-  }
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < TT; ++t) {
+      float dot = lane_tree512(lo[i][t], hi[i][t]);
+      if constexpr (kType == WeightType::Int8Row) dot = dot * f16_to_f32(static_cast<const uint16_t*>(w.scales)[r0 + i]);
+      y[t * ys + r0 + i] = dot;
+    }
 }
 
 template <WeightType kType>
 void rows_single(const WeightView& w, const float* x, float* y, size_t row_begin, size_t row_end) {
   RowSource<kType> src(w);
   size_t r = row_begin;
-  for (; r + 4 <= row_end; r += 4) fused_rows<kType, 4>(src, w, x, y, r);
-  for (; r < row_end; ++r) fused_rows<kType, 1>(src, w, x, y, r);
+  for (; r + 4 <= row_end; r += 4) fused_rows<kType, 4, 1>(src, w, x, 0, y, 0, r);
+  for (; r < row_end; ++r) fused_rows<kType, 1, 1>(src, w, x, 0, y, 0, r);
+}
+
+// F32/BF16/int8-row at 2 <= T <= fused_max_rows: the fused loop over runs of up
+// to four x rows (2 rows x 4 x rows x 2 = 16 accumulators). Below about eight
+// x rows the batched path's decode into scratch and its reloads cost more
+// than they save (T = 2 ran no faster per row than T = 1).
+template <int TT, WeightType kType>
+void fused_run(const RowSource<kType>& src, const WeightView& w, const float* x, size_t xs, float* y,
+               size_t row_begin, size_t row_end) {
+  size_t r = row_begin;
+  for (; r + 2 <= row_end; r += 2) fused_rows<kType, 2, TT>(src, w, x, xs, y, w.rows, r);
+  if (r < row_end) fused_rows<kType, 1, TT>(src, w, x, xs, y, w.rows, r);
+}
+
+template <WeightType kType>
+void rows_small_batch(const WeightView& w, const float* x, size_t xs, size_t T, float* y, size_t row_begin,
+                      size_t row_end) {
+  RowSource<kType> src(w);
+  for (size_t t = 0; t < T; t += 4) {
+    const float* xt = x + t * xs;
+    float* yt = y + t * w.rows;
+    switch (T - t < 4 ? T - t : 4) {
+      case 4: fused_run<4>(src, w, xt, xs, yt, row_begin, row_end); break;
+      case 3: fused_run<3>(src, w, xt, xs, yt, row_begin, row_end); break;
+      case 2: fused_run<2>(src, w, xt, xs, yt, row_begin, row_end); break;
+      default: fused_run<1>(src, w, xt, xs, yt, row_begin, row_end); break;
+    }
+  }
 }
 
 // Writes x's T rows (xs floats apart) into x_split, de-interleaved as the
@@ -379,6 +428,8 @@ void rows(const WeightView& w, const float* x, size_t xs, size_t T, float* y, si
     }
   } else if constexpr (kType == WeightType::MXFP4) {
     rows_fused_mxfp4(w, x, xs, T, y, row_begin, row_end, scratch + kScratchFixed + kScratchPerT * T);
+  } else if (T <= fused_max_rows<kType>()) {
+    rows_small_batch<kType>(w, x, xs, T, y, row_begin, row_end);
   } else {
     rows_batched<kType>(w, x, xs, T, y, row_begin, row_end, scratch);
   }
