@@ -24,4 +24,11 @@ namespace deltafin {
 // T > 1 each block of weights is decoded once and reused for all T rows.
 void matmul(const WeightView& w, const float* x, size_t T, float* y, ThreadPool* pool = nullptr);
 
+// ya = a x and yb = b x for two weights over the same input (a gate and an up
+// projection): the same results as two matmul() calls, bit for bit, in one
+// parallel_for instead of two, so the threads meet once. The weights must
+// have the same cols (deltafin::Error otherwise).
+void matmul_pair(const WeightView& a, const WeightView& b, const float* x, size_t T, float* ya, float* yb,
+                 ThreadPool* pool = nullptr);
+
 }  // namespace deltafin

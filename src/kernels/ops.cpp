@@ -2,6 +2,7 @@
 // around the reductions and inner loops of the active kernel table.
 #include "kernels/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -47,6 +48,16 @@ void situ(const float* g, const float* u, size_t n, float beta, float beta_lin, 
     float t5 = t4 * beta_lin;
     out[i] = t3 * t5;
   }
+}
+
+void situ(const float* g, const float* u, size_t n, float beta, float beta_lin, float* out, ThreadPool* pool) {
+  // Below a few thousand elements a hand-off costs more than it saves.
+  constexpr size_t kPerTask = 1024;
+  if (pool == nullptr || pool->size() < 2 || n < 2 * kPerTask) return situ(g, u, n, beta, beta_lin, out);
+  pool->parallel_for((n + kPerTask - 1) / kPerTask, [&](size_t begin, size_t end) {
+    const size_t i0 = begin * kPerTask, i1 = std::min(n, end * kPerTask);
+    situ(g + i0, u + i0, i1 - i0, beta, beta_lin, out + i0);
+  });
 }
 
 void l2_normalize(float* x, size_t n, float floor) {

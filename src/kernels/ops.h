@@ -7,6 +7,8 @@
 
 #include <cstddef>
 
+#include "util/thread_pool.h"
+
 namespace deltafin {
 
 float dot(const float* a, const float* b, size_t n);  // canonical
@@ -26,6 +28,10 @@ float silu(float x);     // x * sigmoid(x)
 // t1 = tanhf(g / beta); t2 = t1 * beta; t3 = t2 * sigmoid(g);
 // t4 = tanhf(u / beta_lin); t5 = t4 * beta_lin; out = t3 * t5.
 void situ(const float* g, const float* u, size_t n, float beta, float beta_lin, float* out);
+// The same, elements split over `pool` (each element is computed alone, so
+// the split changes no bit): three libm calls per element made SiTU a serial
+// stretch between an expert's products while the other threads waited.
+void situ(const float* g, const float* u, size_t n, float beta, float beta_lin, float* out, ThreadPool* pool);
 
 // In place: x / max(sqrtf(dot(x, x)), floor), dividing each element.
 void l2_normalize(float* x, size_t n, float floor);

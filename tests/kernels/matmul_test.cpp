@@ -258,6 +258,36 @@ TEST(Matmul, ThreadCountDoesNotChangeBits) {
   }
 }
 
+// matmul_pair = two matmul calls, bit for bit, on every path and thread
+// count: row counts that are not whole row tiles (so a thread's range can
+// straddle the two weights), T from 1 to past one call's block, and the
+// inputs that need padding.
+TEST(Matmul, PairEqualsTwoProducts) {
+  Rng rng(8);
+  ThreadPool pool2(2), pool3(3);
+  for (WeightType type : kAllTypes) {
+    const size_t cols = cols_for(type, 333);
+    OwnedWeight a = random_weight(rng, type, 13, cols), b = random_weight(rng, type, 6, cols);
+    for (size_t T : {size_t{1}, size_t{3}, size_t{9}, kernels_detail::kMaxRowsPerCall + 5}) {
+      std::vector<float> x = random_floats(rng, T * cols);
+      for (Isa isa : supported_isas()) {
+        IsaScope scope(isa);
+        const std::vector<float> ya = run(a.view(), x, T), yb = run(b.view(), x, T);
+        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+          std::vector<float> pa(T * 13), pb(T * 6);
+          matmul_pair(a.view(), b.view(), x.data(), T, pa.data(), pb.data(), pool);
+          const int threads = pool == nullptr ? 1 : pool->size();
+          EXPECT_TRUE(same_bits(pa, ya)) << type_name(type) << " " << isa_name(isa) << " T=" << T << " threads " << threads;
+          EXPECT_TRUE(same_bits(pb, yb)) << type_name(type) << " " << isa_name(isa) << " T=" << T << " threads " << threads;
+        }
+      }
+    }
+  }
+  OwnedWeight a = random_weight(rng, WeightType::BF16, 4, 64), b = random_weight(rng, WeightType::BF16, 4, 96);
+  std::vector<float> x(96), ya(4), yb(4);
+  EXPECT_THROW(matmul_pair(a.view(), b.view(), x.data(), 1, ya.data(), yb.data(), &pool2), Error);
+}
+
 TEST(Matmul, RejectsBadArguments) {
   std::vector<uint8_t> packed(48), scales(3);
   WeightView w;

@@ -102,6 +102,22 @@ TEST(Ops, SoftmaxMatchesFloat64) {
   EXPECT_EQ(one[0], 1.0f);
 }
 
+// SiTU split over a pool: the same bits as the serial loop, at sizes below,
+// at and above the per-task chunk (and odd ones).
+TEST(Ops, SituOnAPoolEqualsTheSerialLoop) {
+  Rng rng(21);
+  ThreadPool pool2(2), pool3(3);
+  for (size_t n : {size_t{1}, size_t{2047}, size_t{2048}, size_t{3072}, size_t{10000}}) {
+    std::vector<float> g = random_floats(rng, n, 6.0), u = random_floats(rng, n, 30.0);
+    std::vector<float> serial(n), two(n), three(n);
+    situ(g.data(), u.data(), n, 4.0f, 25.0f, serial.data());
+    situ(g.data(), u.data(), n, 4.0f, 25.0f, two.data(), &pool2);
+    situ(g.data(), u.data(), n, 4.0f, 25.0f, three.data(), &pool3);
+    EXPECT_TRUE(same_bits(serial, two)) << n;
+    EXPECT_TRUE(same_bits(serial, three)) << n;
+  }
+}
+
 TEST(Ops, ElementwiseMatchFloat64) {
   Rng rng(13);
   EXPECT_EQ(sigmoid(0.0f), 0.5f);

@@ -50,10 +50,9 @@ void K3Model::dense_mlp(const LayerWeights& w, const Rows& x, Rows& out, size_t 
   for (size_t r0 = 0; r0 < x.T; r0 += S) {
     const size_t n = std::min(S, x.T - r0);
     Rows g(n, I), u(n, I), hid(n, I);
-    matmul(w.dense.gate.view(), x.row(r0), n, g.v.data(), pool_);
-    matmul(w.dense.up.view(), x.row(r0), n, u.v.data(), pool_);
+    matmul_pair(w.dense.gate.view(), w.dense.up.view(), x.row(r0), n, g.v.data(), u.v.data(), pool_);
     situ(g.v.data(), u.v.data(), g.v.size(), static_cast<float>(c_.situ_beta), static_cast<float>(c_.situ_linear_beta),
-         hid.v.data());
+         hid.v.data(), pool_);
     matmul(w.dense.down.view(), hid.v.data(), n, out.row(r0), pool_);
     stop_if_cancelled();
   }

@@ -95,9 +95,8 @@ void K3Model::moe_rows(int64_t layer, const Rows& x, const Rows& zl, size_t r0, 
     const size_t m = rows.size();
     Rows in(m, lat), g(m, mid), u(m, mid), hid(m, mid), y(m, lat);
     for (size_t j = 0; j < m; ++j) std::copy(zl.row(r0 + rows[j].first), zl.row(r0 + rows[j].first) + lat, in.row(j));
-    matmul(W1, in.v.data(), m, g.v.data(), pool_);
-    matmul(W3, in.v.data(), m, u.v.data(), pool_);
-    situ(g.v.data(), u.v.data(), g.v.size(), beta, beta_lin, hid.v.data());
+    matmul_pair(W1, W3, in.v.data(), m, g.v.data(), u.v.data(), pool_);
+    situ(g.v.data(), u.v.data(), g.v.size(), beta, beta_lin, hid.v.data(), pool_);
     matmul(W2, hid.v.data(), m, y.v.data(), pool_);
     for (size_t j = 0; j < m; ++j)
       std::copy(y.row(j), y.row(j) + lat, expert_out.data() + (rows[j].first * k + rows[j].second) * lat);
@@ -124,9 +123,8 @@ void K3Model::moe_rows(int64_t layer, const Rows& x, const Rows& zl, size_t r0, 
   const size_t S = w.shared_gate.rows;
   const float* xs = x.row(r0);
   Rows sg(n, S), su(n, S), sh(n, S), shared(n, d);
-  matmul(w.shared_gate.view(), xs, n, sg.v.data(), pool_);
-  matmul(w.shared_up.view(), xs, n, su.v.data(), pool_);
-  situ(sg.v.data(), su.v.data(), sg.v.size(), beta, beta_lin, sh.v.data());
+  matmul_pair(w.shared_gate.view(), w.shared_up.view(), xs, n, sg.v.data(), su.v.data(), pool_);
+  situ(sg.v.data(), su.v.data(), sg.v.size(), beta, beta_lin, sh.v.data(), pool_);
   matmul(w.shared_down.view(), sh.v.data(), n, shared.v.data(), pool_);
   float* o = out.row(r0);
   for (size_t j = 0; j < n * d; ++j) o[j] = routed.v[j] + shared.v[j];

@@ -44,8 +44,7 @@ Route Qwen3MoeModel::route(const float* z) const {
 void Qwen3MoeModel::dense_mlp(const Qwen3MoeLayerWeights& w, const Rows& h, Rows& out) {
   const size_t T = h.T, I = w.gate.rows;
   Rows g(T, I), u(T, I);
-  matmul(w.gate.view(), h.v.data(), T, g.v.data(), pool_);
-  matmul(w.up.view(), h.v.data(), T, u.v.data(), pool_);
+  matmul_pair(w.gate.view(), w.up.view(), h.v.data(), T, g.v.data(), u.v.data(), pool_);
   for (size_t i = 0; i < g.v.size(); ++i) g.v[i] = silu(g.v[i]) * u.v[i];
   matmul(w.down.view(), g.v.data(), T, out.v.data(), pool_);
 }
@@ -79,8 +78,7 @@ void Qwen3MoeModel::moe(int64_t layer, const Rows& h, Rows& out) {
     const size_t m = rows.size();
     Rows in(m, d), g(m, I), u(m, I), y(m, d);
     for (size_t j = 0; j < m; ++j) std::copy(h.row(rows[j].first), h.row(rows[j].first) + d, in.row(j));
-    matmul(gate, in.v.data(), m, g.v.data(), pool_);
-    matmul(up, in.v.data(), m, u.v.data(), pool_);
+    matmul_pair(gate, up, in.v.data(), m, g.v.data(), u.v.data(), pool_);
     for (size_t i = 0; i < g.v.size(); ++i) g.v[i] = silu(g.v[i]) * u.v[i];
     matmul(down, g.v.data(), m, y.v.data(), pool_);
     for (size_t j = 0; j < m; ++j)
