@@ -254,9 +254,9 @@ void rows_single_mxfp4(const WeightView& w, const float* x, float* y, size_t row
 // as the other types do. That decode (six shuffles and two stores per group)
 // cost more than the fmas it fed until T reached about 8, so T = 2 ran slower
 // per row than T = 1; decoding again for every run of four x rows is cheaper
-// at every T measured (1.4x to 1.15x the scratch path from T = 2 to 64,
-// bench/results/2026-12-03-kernels.md). Accumulators: R rows x TT x rows x
-// (even, odd).
+// up to T = 16 and as fast beyond (bench/results/2026-12-03-kernels-roofline.md).
+// Blocking the columns so a run's x stays in L1 made it 1.3x slower: the row
+// streams lost their prefetch. Accumulators: R rows x TT x rows x (even, odd).
 template <int R, int TT>
 void fused_tile_mxfp4(const RowSource<WeightType::MXFP4>& src, const float* x_split, size_t xs, float* y,
                       size_t y_stride, size_t r0) {
