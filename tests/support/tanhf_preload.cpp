@@ -1,7 +1,8 @@
 // A tanhf for LD_PRELOAD, used only by scripts/test-arm64.sh to compare K3
-// logits across machines. glibc 2.36's tanhf (fdlibm's, built on expm1f)
-// gives different bits on x86-64 and AArch64 for about 1 float in 40,000 in
-// [0.06, 4] (off by 1-3 ulp), and K3's SiTU calls it for every MoE element,
+// logits across machines. glibc 2.36's tanhf (fdlibm's, built on expm1f,
+// which differs too) gives different bits on x86-64 and AArch64 for about 1
+// float in 770 in [1/16, 4) (by 1-3 ulp), and K3's SiTU calls it for every
+// MoE element,
 // so a K3 run's logits cannot match across the two machines while both use
 // their own libm. With this tanhf on both sides, the comparison tests what
 // deltafin controls: the kernels and the forward pass.
