@@ -197,7 +197,7 @@ std::string shape_name(size_t rows, size_t cols) { return std::to_string(rows) +
 
 void register_all() {
   std::vector<Isa> isas;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+  for (Isa isa : kAllIsas)
     if (isa_supported(isa)) isas.push_back(isa);
 
   benchmark::RegisterBenchmark("peak/fma", bench_fma_peak)->Unit(benchmark::kMillisecond);

@@ -10,6 +10,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
 #endif
 
 namespace deltafin::bench {
@@ -62,6 +64,22 @@ __attribute__((target("avx2,fma"))) double gflops_avx2(int64_t iters) {
 }
 #endif
 
+#if defined(__aarch64__)
+// Advanced SIMD is baseline AArch64: 4-lane vfmaq_f32, no check needed.
+double gflops_neon(int64_t iters) {
+  float32x4_t acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = vdupq_n_f32(static_cast<float>(i));
+  const float32x4_t a = vdupq_n_f32(0.999f), b = vdupq_n_f32(0.001f);
+  const double t = CpuClock::now();
+  for (int64_t k = 0; k < iters; ++k)
+    for (int i = 0; i < 12; ++i) acc[i] = vfmaq_f32(b, acc[i], a);
+  const double s = seconds_since(t);
+  volatile float sink = 0;
+  for (int i = 0; i < 12; ++i) sink = sink + vaddvq_f32(acc[i]);
+  return static_cast<double>(iters) * 12 * 4 * 2 / s / 1e9;
+}
+#endif
+
 // Portable form: the compiler maps std::fma to the target's fused
 // instruction (NEON's fmla on AArch64) and may vectorise the 12 chains.
 double gflops_portable(int64_t iters) {
@@ -88,6 +106,9 @@ double fma_gflops_one_thread(int64_t iters, const char** isa) {
     *isa = "AVX2";
     return gflops_avx2(iters);
   }
+#elif defined(__aarch64__)
+  *isa = "NEON";
+  return gflops_neon(iters);
 #endif
   *isa = "scalar";
   return gflops_portable(iters);

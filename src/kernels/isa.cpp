@@ -5,7 +5,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#if defined(__x86_64__) || defined(__i386__)
+// CMakeLists.txt defines DELTAFIN_KERNELS_X86 when the AVX2/AVX-512 files are
+// built (x86-64 targets) and DELTAFIN_KERNELS_NEON when the NEON files are
+// (AArch64 targets): a path is offered only where its code was compiled.
+#if DELTAFIN_KERNELS_X86
 #include <cpuid.h>
 #endif
 
@@ -20,7 +23,7 @@ struct CpuFeatures {
   bool avx512 = false;  // AVX-512 F + BW + VL, opmask/ZMM state enabled by the OS
 };
 
-#if defined(__x86_64__) || defined(__i386__)
+#if DELTAFIN_KERNELS_X86
 // XGETBV through inline assembly: the intrinsic would need -mxsave on this
 // file, which must stay baseline x86-64.
 uint64_t read_xcr0() {
@@ -64,11 +67,15 @@ bool isa_supported(Isa isa) {
     case Isa::Scalar: return true;
     case Isa::Avx2: return cpu().avx2;
     case Isa::Avx512: return cpu().avx512;
+    // Advanced SIMD is mandatory in AArch64 (and Linux enables it), so an
+    // AArch64 build can always run it.
+    case Isa::Neon: return DELTAFIN_KERNELS_NEON != 0;
   }
   return false;
 }
 
 Isa detect_isa() {
+  if (isa_supported(Isa::Neon)) return Isa::Neon;
   if (cpu().avx512) return Isa::Avx512;
   if (cpu().avx2) return Isa::Avx2;
   return Isa::Scalar;
@@ -79,6 +86,7 @@ const char* isa_name(Isa isa) {
     case Isa::Scalar: return "scalar";
     case Isa::Avx2: return "avx2";
     case Isa::Avx512: return "avx512";
+    case Isa::Neon: return "neon";
   }
   return "unknown";
 }
@@ -92,8 +100,10 @@ Isa resolve_isa(const char* value) {
     isa = Isa::Avx2;
   } else if (std::strcmp(value, "avx512") == 0) {
     isa = Isa::Avx512;
+  } else if (std::strcmp(value, "neon") == 0) {
+    isa = Isa::Neon;
   } else {
-    fail("DELTAFIN_ISA: unknown value '", value, "' (expected scalar, avx2 or avx512)");
+    fail("DELTAFIN_ISA: unknown value '", value, "' (expected scalar, avx2, avx512 or neon)");
   }
   if (!isa_supported(isa)) {
     fail("DELTAFIN_ISA=", value, ": this CPU does not support it (best available: ", isa_name(detect_isa()), ")");

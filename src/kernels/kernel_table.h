@@ -1,6 +1,7 @@
 // Internal: the per-ISA kernel entry points behind the public API in matmul.h
-// and ops.h. One table per path (scalar, AVX2, AVX-512); dispatch.cpp picks one
-// from active_isa().
+// and ops.h. One table per path (scalar, AVX2, AVX-512, NEON); dispatch.cpp
+// picks one from active_isa(). A build has scalar plus its target's paths:
+// AVX2 and AVX-512 on x86-64, NEON on AArch64.
 //
 // The AVX2 and AVX-512 tables live in files compiled with -mavx2/-mavx512*
 // flags. To keep the rest of the binary runnable on any x86-64, those files
@@ -8,7 +9,8 @@
 // their helpers in anonymous namespaces, use no inline functions or templates
 // from shared headers (no std::vector, std::fma, std::min, ...), and have no
 // dynamic initialisers. This header therefore holds only declarations and
-// constants.
+// constants. (NEON is baseline AArch64, so its files have no such hazard; they
+// follow the same rules anyway, so the paths read alike.)
 #pragma once
 
 #include <cstddef>
@@ -82,9 +84,12 @@ void matmul_rows_avx2(const WeightView& w, const float* x, size_t x_stride, size
                       size_t row_begin, size_t row_end, float* scratch);
 void matmul_rows_avx512(const WeightView& w, const float* x, size_t x_stride, size_t T, float* y,
                         size_t row_begin, size_t row_end, float* scratch);
+void matmul_rows_neon(const WeightView& w, const float* x, size_t x_stride, size_t T, float* y,
+                      size_t row_begin, size_t row_end, float* scratch);
 
 extern const KernelTable kScalarKernels;
 extern const KernelTable kAvx2Kernels;
 extern const KernelTable kAvx512Kernels;
+extern const KernelTable kNeonKernels;
 
 }  // namespace deltafin::kernels_detail

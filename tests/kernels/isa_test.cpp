@@ -31,6 +31,7 @@ TEST(Isa, NamesAreTheSettingValues) {
   EXPECT_STREQ(isa_name(Isa::Scalar), "scalar");
   EXPECT_STREQ(isa_name(Isa::Avx2), "avx2");
   EXPECT_STREQ(isa_name(Isa::Avx512), "avx512");
+  EXPECT_STREQ(isa_name(Isa::Neon), "neon");
 }
 
 TEST(Isa, UnsetOrEmptyMeansDetect) {
@@ -52,6 +53,23 @@ TEST(Isa, ExplicitValuesSelectThatPath) {
   if (isa_supported(Isa::Avx512)) {
     EXPECT_EQ(resolve_isa("avx512"), Isa::Avx512);
   }
+  if (isa_supported(Isa::Neon)) {
+    EXPECT_EQ(resolve_isa("neon"), Isa::Neon);
+  }
+}
+
+// A build offers its own target's paths and no other: NEON (baseline AArch64)
+// on AArch64, the x86 paths (after CPUID) on x86-64, and detection picks the
+// target's path.
+TEST(Isa, TheTargetsOwnPathsOnly) {
+#if defined(__aarch64__)
+  EXPECT_TRUE(isa_supported(Isa::Neon));
+  EXPECT_FALSE(isa_supported(Isa::Avx2));
+  EXPECT_FALSE(isa_supported(Isa::Avx512));
+  EXPECT_EQ(detect_isa(), Isa::Neon);
+#else
+  EXPECT_FALSE(isa_supported(Isa::Neon));
+#endif
 }
 
 TEST(Isa, UnknownValueIsAnErrorNamingTheVariable) {
@@ -63,7 +81,7 @@ TEST(Isa, UnknownValueIsAnErrorNamingTheVariable) {
 }
 
 TEST(Isa, UnsupportedValueIsAnErrorNamingTheVariable) {
-  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+  for (Isa isa : kAllIsas) {
     if (isa_supported(isa)) continue;
     std::string msg = error_of(isa_name(isa));
     EXPECT_NE(msg.find("DELTAFIN_ISA"), std::string::npos) << msg;

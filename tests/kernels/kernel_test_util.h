@@ -19,7 +19,7 @@ namespace deltafin::test {
 // Every path the CPU supports, scalar first.
 inline std::vector<Isa> supported_isas() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+  for (Isa isa : kAllIsas)
     if (isa_supported(isa)) out.push_back(isa);
   return out;
 }

@@ -176,9 +176,9 @@ TEST(ForwardBitIdentity, EveryIsaPathGivesTheSameLogits) {
   const K3Config& c = m->config;
   std::vector<uint32_t> tokens = prompt_tokens(21, 7, static_cast<uint32_t>(c.vocab_size));
   const Isa best = detect_isa();
-  std::vector<Isa> paths = {Isa::Scalar};
-  if (best == Isa::Avx2 || best == Isa::Avx512) paths.push_back(Isa::Avx2);
-  if (best == Isa::Avx512) paths.push_back(Isa::Avx512);
+  std::vector<Isa> paths;  // scalar first
+  for (Isa isa : kAllIsas)
+    if (isa_supported(isa)) paths.push_back(isa);
   std::vector<std::vector<float>> results;
   for (Isa isa : paths) {
     set_active_isa(isa);

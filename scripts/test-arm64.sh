@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# ARM64 checks under qemu-user, after scripts/build.sh release and
+# scripts/build.sh arm64 (scripts/test.sh runs all three):
+#   1. the kernel, util (CRC32C), model and forward-pass tests of the
+#      cross-built binaries, run under qemu-aarch64 (NEON and scalar: the
+#      cross-ISA tests iterate every path the build has);
+#   2. logits across machines: a tiny K3 and a tiny Qwen3-MoE checkpoint
+#      made by the x86-64 build, `deltafin logits` on x86-64 (scalar, AVX2,
+#      AVX-512 where this CPU has them) and on arm64 under qemu (NEON,
+#      scalar), and the .npy files compared with cmp (see below for libm).
+# Exit status: non-zero at the first failure. Takes about 1.5 minutes on a
+# 2-core machine (the K3 forward tests are most of it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+x86=build/release/deltafin
+arm=build/arm64
+# The loader and libc of libc6:arm64 (multiarch, pulled in by the arm64 -dev
+# packages) are at the standard paths, so qemu needs no -L (see
+# cmake/toolchains/aarch64-linux-gnu.cmake).
+qemu=(qemu-aarch64)
+for f in "$x86" "$arm/deltafin"; do
+  [ -x "$f" ] || { echo "test-arm64: $f is missing (scripts/build.sh release, scripts/build.sh arm64)" >&2; exit 2; }
+done
+
+echo "== arm64 tests under qemu-aarch64 =="
+# Every test of these binaries runs but Isa.EnvironmentVariableIsHonoured: it
+# starts a child copy of the test binary through a shell, and without
+# binfmt_misc the host cannot start an arm64 program (under qemu the child's
+# /proc/PID/exe is qemu itself). tests/kernels/isa_test.cpp's other tests
+# cover DELTAFIN_ISA's parsing.
+start=$SECONDS
+run_tests() {
+  local bin=$1 filter=$2
+  echo "-- $bin ${filter:+(--gtest_filter=$filter)}"
+  local t0=$SECONDS
+  "${qemu[@]}" "$arm/tests/$bin" --gtest_brief=1 ${filter:+--gtest_filter="$filter"}
+  echo "   $bin: $((SECONDS - t0)) s"
+}
+run_tests test_kernels "-Isa.EnvironmentVariableIsHonoured"
+run_tests test_util ""
+run_tests test_model_common ""
+run_tests test_model ""
+run_tests test_qwen3 ""
+echo "arm64 tests: $((SECONDS - start)) s"
+
+echo "== logits: x86-64 and arm64 must agree byte for byte =="
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+tokens=$(seq -s, 1 24)
+# glibc's tanhf differs between x86-64 and arm64 (tests/support/tanhf_preload.cpp
+# says how), and K3 calls it; Qwen3-MoE does not. So every family is run twice:
+# with each machine's own libm, where each machine's paths must agree among
+# themselves and, for a family that needs no tanhf, across machines too; and
+# with the portable tanhf preloaded on both, where every path on both machines
+# must agree.
+x86_preload=build/release/tests/libtanhf_preload.so
+arm_preload=build/arm64/tests/libtanhf_preload.so
+for f in "$x86_preload" "$arm_preload"; do
+  [ -f "$f" ] || { echo "test-arm64: $f is missing" >&2; exit 2; }
+done
+# logits_all NAME TAG [x86 preload] [arm64 preload]: every path's logits
+# into $tmp/NAME-TAG-MACHINE-ISA.npy; prints the files written.
+logits_all() {
+  local name=$1 tag=$2 pre_x86=${3:-} pre_arm=${4:-} isa out
+  for isa in scalar avx2 avx512; do
+    out="$tmp/$name-$tag-x86-$isa.npy"
+    if ! LD_PRELOAD=$pre_x86 DELTAFIN_ISA=$isa "$x86" logits --model "$tmp/$name" --tokens "$tokens" --out "$out" \
+         >/dev/null 2>"$tmp/err"; then
+      grep -q "does not support" "$tmp/err" && continue  # not on this CPU
+      cat "$tmp/err" >&2; return 1
+    fi
+    echo "$out"
+  done
+  for isa in neon scalar; do
+    out="$tmp/$name-$tag-arm64-$isa.npy"
+    if ! DELTAFIN_ISA=$isa "${qemu[@]}" ${pre_arm:+-E LD_PRELOAD="$PWD/$pre_arm"} "$arm/deltafin" logits \
+         --model "$tmp/$name" --tokens "$tokens" --out "$out" >/dev/null 2>"$tmp/err"; then
+      cat "$tmp/err" >&2; return 1
+    fi
+    echo "$out"
+  done
+}
+# same FILE...: whether every file equals the first, byte for byte.
+same() {
+  local first=$1 f; shift
+  for f in "$@"; do cmp -s "$first" "$f" || return 1; done
+}
+names() { local f; for f in "$@"; do f=${f##*/}; f=${f%.npy}; printf '%s ' "${f#*-*-}"; done; }
+compare_family() {
+  local name=$1 needs_tanhf=$2; shift 2
+  local t0=$SECONDS
+  "$x86" make-model --out "$tmp/$name" --seed 7 --force --quiet "$@" >/dev/null
+  logits_all "$name" libm >"$tmp/list"  # not < <(...): a failure there would go unnoticed
+  mapfile -t own <"$tmp/list"
+  local x86_own=() arm_own=() f
+  for f in "${own[@]}"; do case $f in *-x86-*) x86_own+=("$f") ;; *) arm_own+=("$f") ;; esac; done
+  same "${x86_own[@]}" || { echo "FAIL $name: x86-64 paths differ with glibc's libm" >&2; return 1; }
+  same "${arm_own[@]}" || { echo "FAIL $name: arm64 paths differ with glibc's libm" >&2; return 1; }
+  echo "$name, each machine's libm: identical on $(names "${x86_own[@]}")and on $(names "${arm_own[@]}")"
+  if same "${own[@]}"; then
+    echo "$name, each machine's libm: x86-64 and arm64 identical"
+  elif [ "$needs_tanhf" = no ]; then
+    echo "FAIL $name: x86-64 and arm64 logits differ (this family calls no tanhf)" >&2; return 1
+  else
+    echo "$name, each machine's libm: x86-64 and arm64 differ (glibc tanhf; expected)"
+  fi
+  logits_all "$name" portable "$PWD/$x86_preload" "$arm_preload" >"$tmp/list"
+  mapfile -t portable <"$tmp/list"
+  same "${portable[@]}" || { echo "FAIL $name: logits differ with the portable tanhf" >&2; return 1; }
+  echo "$name, portable tanhf: identical on $(names "${portable[@]}")($(stat -c %s "${portable[0]}") bytes each, $((SECONDS - t0)) s)"
+}
+compare_family k3 yes --preset tiny
+compare_family qwen3_moe no --arch qwen3_moe --preset tiny
+echo "arm64 checks: $((SECONDS - start)) s in all"
