@@ -7,7 +7,7 @@
 #   2. logits across machines: a tiny K3 and a tiny Qwen3-MoE checkpoint
 #      made by the x86-64 build, `deltafin logits` on x86-64 (scalar, AVX2,
 #      AVX-512 where this CPU has them) and on arm64 under qemu (NEON,
-#      scalar), and the .npy files compared with cmp (see below for libm).
+#      scalar), and the .npy files compared with cmp: identical byte for byte.
 # Exit status: non-zero at the first failure. Takes about 1.5 minutes on a
 # 2-core machine (the K3 forward tests are most of it).
 set -euo pipefail
@@ -47,24 +47,13 @@ echo "== logits: x86-64 and arm64 must agree byte for byte =="
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 tokens=$(seq -s, 1 24)
-# glibc's tanhf differs between x86-64 and arm64 (tests/support/tanhf_preload.cpp
-# says how), and K3 calls it; Qwen3-MoE does not. So every family is run twice:
-# with each machine's own libm, where each machine's paths must agree among
-# themselves and, for a family that needs no tanhf, across machines too; and
-# with the portable tanhf preloaded on both, where every path on both machines
-# must agree.
-x86_preload=build/release/tests/libtanhf_preload.so
-arm_preload=build/arm64/tests/libtanhf_preload.so
-for f in "$x86_preload" "$arm_preload"; do
-  [ -f "$f" ] || { echo "test-arm64: $f is missing" >&2; exit 2; }
-done
-# logits_all NAME TAG [x86 preload] [arm64 preload]: every path's logits
-# into $tmp/NAME-TAG-MACHINE-ISA.npy; prints the files written.
+# logits_all NAME: every path's logits into $tmp/NAME-MACHINE-ISA.npy;
+# prints the files written.
 logits_all() {
-  local name=$1 tag=$2 pre_x86=${3:-} pre_arm=${4:-} isa out
+  local name=$1 isa out
   for isa in scalar avx2 avx512; do
-    out="$tmp/$name-$tag-x86-$isa.npy"
-    if ! LD_PRELOAD=$pre_x86 DELTAFIN_ISA=$isa "$x86" logits --model "$tmp/$name" --tokens "$tokens" --out "$out" \
+    out="$tmp/$name-x86-$isa.npy"
+    if ! DELTAFIN_ISA=$isa "$x86" logits --model "$tmp/$name" --tokens "$tokens" --out "$out" \
          >/dev/null 2>"$tmp/err"; then
       grep -q "does not support" "$tmp/err" && continue  # not on this CPU
       cat "$tmp/err" >&2; return 1
@@ -72,8 +61,8 @@ logits_all() {
     echo "$out"
   done
   for isa in neon scalar; do
-    out="$tmp/$name-$tag-arm64-$isa.npy"
-    if ! DELTAFIN_ISA=$isa "${qemu[@]}" ${pre_arm:+-E LD_PRELOAD="$PWD/$pre_arm"} "$arm/deltafin" logits \
+    out="$tmp/$name-arm64-$isa.npy"
+    if ! DELTAFIN_ISA=$isa "${qemu[@]}" "$arm/deltafin" logits \
          --model "$tmp/$name" --tokens "$tokens" --out "$out" >/dev/null 2>"$tmp/err"; then
       cat "$tmp/err" >&2; return 1
     fi
@@ -85,30 +74,19 @@ same() {
   local first=$1 f; shift
   for f in "$@"; do cmp -s "$first" "$f" || return 1; done
 }
-names() { local f; for f in "$@"; do f=${f##*/}; f=${f%.npy}; printf '%s ' "${f#*-*-}"; done; }
+names() { local f; for f in "$@"; do f=${f##*/}; f=${f%.npy}; printf '%s ' "${f#*-}"; done; }
+# Every path on both machines must give the same bytes. (The forward pass's
+# expf and tanhf are deltafin's own, src/kernels/portable_math.h: glibc's
+# tanhf differs between x86-64 and arm64, so with it K3's logits did not.)
 compare_family() {
-  local name=$1 needs_tanhf=$2; shift 2
+  local name=$1; shift
   local t0=$SECONDS
   "$x86" make-model --out "$tmp/$name" --seed 7 --force --quiet "$@" >/dev/null
-  logits_all "$name" libm >"$tmp/list"  # not < <(...): a failure there would go unnoticed
-  mapfile -t own <"$tmp/list"
-  local x86_own=() arm_own=() f
-  for f in "${own[@]}"; do case $f in *-x86-*) x86_own+=("$f") ;; *) arm_own+=("$f") ;; esac; done
-  same "${x86_own[@]}" || { echo "FAIL $name: x86-64 paths differ with glibc's libm" >&2; return 1; }
-  same "${arm_own[@]}" || { echo "FAIL $name: arm64 paths differ with glibc's libm" >&2; return 1; }
-  echo "$name, each machine's libm: identical on $(names "${x86_own[@]}")and on $(names "${arm_own[@]}")"
-  if same "${own[@]}"; then
-    echo "$name, each machine's libm: x86-64 and arm64 identical"
-  elif [ "$needs_tanhf" = no ]; then
-    echo "FAIL $name: x86-64 and arm64 logits differ (this family calls no tanhf)" >&2; return 1
-  else
-    echo "$name, each machine's libm: x86-64 and arm64 differ (glibc tanhf; expected)"
-  fi
-  logits_all "$name" portable "$PWD/$x86_preload" "$arm_preload" >"$tmp/list"
-  mapfile -t portable <"$tmp/list"
-  same "${portable[@]}" || { echo "FAIL $name: logits differ with the portable tanhf" >&2; return 1; }
-  echo "$name, portable tanhf: identical on $(names "${portable[@]}")($(stat -c %s "${portable[0]}") bytes each, $((SECONDS - t0)) s)"
+  logits_all "$name" >"$tmp/list"  # not < <(...): a failure there would go unnoticed
+  mapfile -t all <"$tmp/list"
+  same "${all[@]}" || { echo "FAIL $name: logits differ between paths or machines" >&2; return 1; }
+  echo "$name: identical on $(names "${all[@]}")($(stat -c %s "${all[0]}") bytes each, $((SECONDS - t0)) s)"
 }
-compare_family k3 yes --preset tiny
-compare_family qwen3_moe no --arch qwen3_moe --preset tiny
+compare_family k3 --preset tiny
+compare_family qwen3_moe --arch qwen3_moe --preset tiny
 echo "arm64 checks: $((SECONDS - start)) s in all"

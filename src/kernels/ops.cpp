@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/dispatch.h"
+#include "kernels/portable_math.h"
 
 namespace deltafin {
 
@@ -30,21 +31,21 @@ void softmax(float* x, size_t n) {
   if (n == 0) return;
   float m = x[0];
   for (size_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
-  for (size_t i = 0; i < n; ++i) x[i] = std::exp(x[i] - m);
+  for (size_t i = 0; i < n; ++i) x[i] = portable_expf(x[i] - m);
   float s = kernel_table().sum(x, n);
   for (size_t i = 0; i < n; ++i) x[i] = x[i] / s;
 }
 
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float sigmoid(float x) { return 1.0f / (1.0f + portable_expf(-x)); }
 
 float silu(float x) { return x * sigmoid(x); }
 
 void situ(const float* g, const float* u, size_t n, float beta, float beta_lin, float* out) {
   for (size_t i = 0; i < n; ++i) {
-    float t1 = std::tanh(g[i] / beta);
+    float t1 = portable_tanhf(g[i] / beta);
     float t2 = t1 * beta;
     float t3 = t2 * sigmoid(g[i]);
-    float t4 = std::tanh(u[i] / beta_lin);
+    float t4 = portable_tanhf(u[i] / beta_lin);
     float t5 = t4 * beta_lin;
     out[i] = t3 * t5;
   }
@@ -89,7 +90,7 @@ void kda_step(float* S, const float* q, const float* k, const float* v, const fl
   float* decay = factors.data();
   float* bk = factors.data() + K;
   for (size_t r = 0; r < K; ++r) {
-    decay[r] = std::exp(g[r]);
+    decay[r] = portable_expf(g[r]);
     bk[r] = beta * k[r];  // rounded before it meets delta
   }
   kernel_table().kda_core(S, q, k, v, decay, bk, K, V, o);

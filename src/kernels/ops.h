@@ -1,8 +1,8 @@
 // fp32 vector operations of the forward pass (k3-model.md §6, §7). "Canonical"
 // means the reduction order of k3-model.md §4.4 (32 lane accumulators, lane =
 // index mod 32, fma per element, then the fixed lane tree), which every ISA
-// path computes bit for bit. Elementwise transcendentals (expf, tanhf) are the
-// one libm implementation, shared by all paths.
+// path computes bit for bit. Elementwise transcendentals (expf, tanhf) are
+// portable_math.h's, shared by all paths and the same on every machine.
 #pragma once
 
 #include <cstddef>
@@ -26,10 +26,11 @@ float silu(float x);     // x * sigmoid(x)
 
 // k3-model.md §7.6, left to right, each step rounded to fp32:
 // t1 = tanhf(g / beta); t2 = t1 * beta; t3 = t2 * sigmoid(g);
-// t4 = tanhf(u / beta_lin); t5 = t4 * beta_lin; out = t3 * t5.
+// t4 = tanhf(u / beta_lin); t5 = t4 * beta_lin; out = t3 * t5
+// (tanhf, and expf in sigmoid and softmax, are portable_math.h's).
 void situ(const float* g, const float* u, size_t n, float beta, float beta_lin, float* out);
 // The same, elements split over `pool` (each element is computed alone, so
-// the split changes no bit): three libm calls per element made SiTU a serial
+// the split changes no bit): three transcendentals per element made SiTU a serial
 // stretch between an expert's products while the other threads waited.
 void situ(const float* g, const float* u, size_t n, float beta, float beta_lin, float* out, ThreadPool* pool);
 

@@ -5,6 +5,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/portable_math.h"
 #include "model/kimi_k3/model.h"
 #include "util/error.h"
 
@@ -52,7 +53,7 @@ void K3Model::attention_kda(int64_t layer, K3Session& s, const Rows& x, Rows& ou
       for (size_t c = 0; c < K; ++c) {
         const size_t i = h * K + c;
         const float rr = r.row(t)[i] + w.dt_bias[i];
-        g[i] = lower * sigmoid(std::exp(w.a_log[c]) * rr);
+        g[i] = lower * sigmoid(portable_expf(w.a_log[c]) * rr);
       }
     if (log) {
       std::copy(qc.begin(), qc.end(), log->q.begin() + t * D);

@@ -1,0 +1,20 @@
+// expf and tanhf with the same bits on every machine. The forward pass calls
+// them for every activation (SiTU, SiLU's sigmoid, softmax, the KDA decay),
+// so the library they come from decides the logits' last bits. glibc's differ
+// between machines: 2.36's tanhf (on expm1f) gives other bits on AArch64
+// than on x86-64 for about 1 float in 770 in [1/16, 4), and x86-64 glibc picks
+// FMA or non-FMA builds of expf by CPU. These use only +, -, *, / and exact
+// scaling in double (IEEE-754 fixes their results; the build's
+// -ffp-contract=off keeps them unfused) and round once to float, so an ARM64
+// run's logits equal an x86-64 run's byte for byte (scripts/test-arm64.sh).
+// Both are faithful to about 1e-16 before that rounding: the float result is
+// the correctly rounded one except where the exact value lies within ~1e-16
+// (relative) of a rounding boundary.
+#pragma once
+
+namespace deltafin {
+
+float portable_expf(float x);   // e^x; NaN -> NaN, +inf -> +inf, -inf -> +0
+float portable_tanhf(float x);  // tanh(x); NaN -> NaN, +-inf -> +-1, odd
+
+}  // namespace deltafin
