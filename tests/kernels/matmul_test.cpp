@@ -23,6 +23,17 @@ std::vector<float> run(const WeightView& w, const std::vector<float>& x, size_t 
   return y;
 }
 
+// The T products of one x row each, laid out as a T-row product's output.
+std::vector<float> one_row_at_a_time(const WeightView& w, const std::vector<float>& x, size_t T) {
+  std::vector<float> y(T * w.rows);
+  for (size_t t = 0; t < T; ++t) {
+    std::vector<float> xt(x.begin() + t * w.cols, x.begin() + (t + 1) * w.cols);
+    std::vector<float> yt = run(w, xt, 1);
+    std::copy(yt.begin(), yt.end(), y.begin() + t * w.rows);
+  }
+  return y;
+}
+
 // A column count with a partial last group for the types that allow one.
 size_t cols_for(WeightType type, size_t cols) { return type == WeightType::MXFP4 ? (cols + 31) / 32 * 32 : cols; }
 
@@ -201,12 +212,7 @@ TEST(Matmul, EverySmallBatchEqualsSingleRows) {
       std::vector<float> scalar_y;
       for (Isa isa : supported_isas()) {
         IsaScope scope(isa);
-        std::vector<float> single(T * rows);
-        for (size_t t = 0; t < T; ++t) {
-          std::vector<float> xt(x.begin() + t * cols, x.begin() + (t + 1) * cols);
-          std::vector<float> yt = run(ow.view(), xt, 1);
-          std::copy(yt.begin(), yt.end(), single.begin() + t * rows);
-        }
+        std::vector<float> single = one_row_at_a_time(ow.view(), x, T);
         std::vector<float> batched = run(ow.view(), x, T);
         EXPECT_TRUE(same_bits(batched, single)) << type_name(type) << " " << isa_name(isa) << " T=" << T;
         if (isa == Isa::Scalar) scalar_y = batched;
@@ -228,12 +234,7 @@ TEST(Matmul, CallsLongerThanOneBlockEqualSingleRows) {
     std::vector<float> x = random_floats(rng, T * cols);
     for (Isa isa : supported_isas()) {
       IsaScope scope(isa);
-      std::vector<float> single(T * rows);
-      for (size_t t = 0; t < T; ++t) {
-        std::vector<float> xt(x.begin() + t * cols, x.begin() + (t + 1) * cols);
-        std::vector<float> yt = run(ow.view(), xt, 1);
-        std::copy(yt.begin(), yt.end(), single.begin() + t * rows);
-      }
+      std::vector<float> single = one_row_at_a_time(ow.view(), x, T);
       EXPECT_TRUE(same_bits(run(ow.view(), x, T), single)) << type_name(type) << " " << isa_name(isa);
       EXPECT_TRUE(same_bits(run(ow.view(), x, T, &pool2), single)) << type_name(type) << " " << isa_name(isa) << " 2 threads";
     }
