@@ -26,7 +26,9 @@ for phase in prefill decode; do
   # Loading reads the weights in first: count from the first sample in a
   # forward-pass function on (perf report --time), so its page faults and
   # copies are not taken for the step's.
-  t0=$(perf script -i "$out/$phase.perf" -F time,ip,sym 2>/dev/null | grep -m1 -E 'mxfp4|K3Model|Qwen3' | awk '{print $1}' | tr -d :)
+  # (perf script stops on the closed pipe after the first match: not a failure.)
+  t0=$({ perf script -i "$out/$phase.perf" -F time,ip,sym 2>/dev/null || true; } |
+    awk '/mxfp4|K3Model|Qwen3/ {sub(":", "", $1); print $1; exit}')
   perf report -i "$out/$phase.perf" --time "$t0," --sort sym --stdio -F overhead,sample,sym 2>/dev/null > "$out/$phase-symbols.txt"
   perf report -i "$out/$phase.perf" --time ",$t0" --sort sym --stdio -F overhead,sample,sym 2>/dev/null > "$out/$phase-loading.txt"
 done
