@@ -7,22 +7,30 @@
 # Exit status is the first failing step's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+# Each step's wall time, so CI's budget (under 60 minutes on 2 cores) can be
+# watched step by step.
+step() {
+  local name=$1 t0=$SECONDS
+  shift
+  echo "== $name =="
+  "$@"
+  echo "== $name: $((SECONDS - t0)) s (total $SECONDS s) =="
+}
+asan_ctest() {
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build/asan --output-on-failure -j "$jobs"
+}
 jobs=$(nproc)
-scripts/build.sh release
-scripts/build.sh asan
-echo "== tests: release build =="
-ctest --test-dir build/release --output-on-failure -j "$jobs"
+step "install dependencies" scripts/install-deps.sh
+step "build: release" scripts/build.sh release
+step "build: ASan + UBSan" scripts/build.sh asan
+step "tests: release build" ctest --test-dir build/release --output-on-failure -j "$jobs"
 # The cross-build and emulation need an x86-64 host (install-deps.sh installs
 # the aarch64 toolchain and qemu-user there); an ARM64 host runs the NEON path
 # natively in the tests above.
 if [ "$(dpkg --print-architecture)" = amd64 ]; then
-  echo "== ARM64: cross-build, tests and logits under qemu-aarch64 =="
-  scripts/build.sh arm64
-  scripts/test-arm64.sh
+  step "build: ARM64 (cross)" scripts/build.sh arm64
+  step "ARM64: tests and logits under qemu-aarch64" scripts/test-arm64.sh
 fi
-echo "== tests: ASan + UBSan build =="
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build/asan --output-on-failure -j "$jobs"
-echo "== fuzz: request validation and HTTP parsing (60 s each) =="
-scripts/fuzz.sh 60
+step "tests: ASan + UBSan build" asan_ctest
+step "fuzz: request validation and HTTP parsing (60 s each)" scripts/fuzz.sh 60
