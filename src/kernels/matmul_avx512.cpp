@@ -32,32 +32,21 @@ constexpr size_t group_bytes() {
   return kType == WeightType::F32 ? 128 : kType == WeightType::BF16 ? 64 : kType == WeightType::Int8Row ? 32 : 16;
 }
 
-// Decodes the 32 weights at p exactly. For MXFP4, lut is the signed e2m1 table
-// already multiplied by the group's scale (exact: every entry has at most two
-// significant bits), and each nibble picks its entry with one permute; the
-// permute reads only index bits 0-3, so the nibble needs no masking.
+// Decodes the 32 weights at p exactly (F32, BF16, int8-row; MXFP4 has its own
+// even/odd decode in fused_tile_mxfp4).
 template <WeightType kType>
-inline Group decode(const uint8_t* p, __m512 lut) {
+inline Group decode(const uint8_t* p) {
+  static_assert(kType != WeightType::MXFP4, "MXFP4 is decoded by fused_tile_mxfp4");
   if constexpr (kType == WeightType::F32) {
-    (void)lut;
     return {_mm512_loadu_ps(p), _mm512_loadu_ps(p + 64)};
   } else if constexpr (kType == WeightType::BF16) {
-    (void)lut;
     __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)));
     return {_mm512_castsi512_ps(_mm512_slli_epi32(lo, 16)), _mm512_castsi512_ps(_mm512_slli_epi32(hi, 16))};
-  } else if constexpr (kType == WeightType::Int8Row) {
-    (void)lut;
+  } else {
     __m512i lo = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     __m512i hi = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
     return {_mm512_cvtepi32_ps(lo), _mm512_cvtepi32_ps(hi)};
-  } else {
-    __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    __m128i high = _mm_srli_epi16(bytes, 4);  // bits 0-3 of each byte = that byte's high nibble
-    // Interleave so byte 2j carries column 2j (low nibble) and 2j+1 (high).
-    __m512i idx_lo = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(bytes, high));
-    __m512i idx_hi = _mm512_cvtepu8_epi32(_mm_unpackhi_epi8(bytes, high));
-    return {_mm512_permutexvar_ps(idx_lo, lut), _mm512_permutexvar_ps(idx_hi, lut)};
   }
 }
 
@@ -77,24 +66,15 @@ struct RowSource {
         row_bytes(kType == WeightType::MXFP4 ? w.cols / 2 : w.cols * (group_bytes<kType>() / 32)),
         e2m1(_mm512_loadu_ps(kE2M1Signed)) {}
 
-  __m512 lut(size_t r, size_t g) const {
-    if constexpr (kType == WeightType::MXFP4) {
-      return _mm512_mul_ps(e2m1, _mm512_set1_ps(kE8M0Scale[scales[r * groups + g]]));
-    } else {
-      (void)r, (void)g;
-      return e2m1;
-    }
-  }
-
   // Group g of row r; g == groups is the partial last group (cols % 32 != 0,
   // never MXFP4), decoded from a zero-padded copy so padding weights are +0.
   Group group(size_t r, size_t g) const {
     const uint8_t* p = data + r * row_bytes + g * group_bytes<kType>();
-    if (g < groups) return decode<kType>(p, lut(r, g));
+    if (g < groups) return decode<kType>(p);
     alignas(64) uint8_t buf[group_bytes<kType>()];
     memset(buf, 0, sizeof buf);
     memcpy(buf, p, tail * (group_bytes<kType>() / 32));
-    return decode<kType>(buf, lut(r, g));
+    return decode<kType>(buf);
   }
 
   size_t padded_groups() const { return groups + (tail ? 1 : 0); }
@@ -206,49 +186,6 @@ void split_even_odd(const float* x, size_t xs, size_t T, size_t groups, float* x
     }
 }
 
-// MXFP4, T = 1: the natural-order decode above costs six port-5 shuffles per
-// group (unpack x2, widen x2, permute x2) and capped the stream near half the
-// memory bandwidth. Here the accumulators hold the even columns (canonical
-// lanes 0, 2, ..., 30) and the odd ones (lanes 1, 3, ..., 31) instead: one
-// widening gives every byte its own lane, the byte itself indexes the low
-// nibble and byte >> 4 the high one (the permute reads index bits 0-3), so a
-// group needs three shuffles. x is de-interleaved the same way once per call,
-// and the two accumulators are put back in canonical lane order before the
-// lane tree, so every lane sees exactly the canonical fma sequence.
-template <int R>
-void fused_rows_mxfp4(const RowSource<WeightType::MXFP4>& src, const float* x_split, float* y, size_t r0) {
-  const __m512i to_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  const __m512i to_hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-  size_t ng = src.groups;
-  __m512 even[R], odd[R];
-#pragma GCC unroll 4
-  for (int i = 0; i < R; ++i) even[i] = _mm512_setzero_ps(), odd[i] = _mm512_setzero_ps();
-  for (size_t g = 0; g < ng; ++g) {
-    __m512 xe = _mm512_load_ps(x_split + 32 * g), xo = _mm512_load_ps(x_split + 32 * g + 16);
-#pragma GCC unroll 4
-    for (int i = 0; i < R; ++i) {
-      size_t r = r0 + i;
-      src.prefetch(r, g, R);
-      __m512 lut = _mm512_mul_ps(src.e2m1, _mm512_set1_ps(kE8M0Scale[src.scales[r * ng + g]]));
-      __m512i bytes =
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src.data + r * src.row_bytes + 16 * g)));
-      even[i] = _mm512_fmadd_ps(_mm512_permutexvar_ps(bytes, lut), xe, even[i]);
-      odd[i] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), lut), xo, odd[i]);
-    }
-  }
-  for (int i = 0; i < R; ++i)
-    y[r0 + i] = lane_tree512(_mm512_permutex2var_ps(even[i], to_lo, odd[i]), _mm512_permutex2var_ps(even[i], to_hi, odd[i]));
-}
-
-void rows_single_mxfp4(const WeightView& w, const float* x, float* y, size_t row_begin, size_t row_end,
-                       float* x_split) {
-  RowSource<WeightType::MXFP4> src(w);
-  split_even_odd(x, 0, 1, src.groups, x_split);
-  size_t r = row_begin;
-  for (; r + 4 <= row_end; r += 4) fused_rows_mxfp4<4>(src, x_split, y, r);
-  for (; r < row_end; ++r) fused_rows_mxfp4<1>(src, x_split, y, r);
-}
-
 // MXFP4 at T > 1: the T = 1 loop's even/odd decode, done once per group in
 // registers and used by TT x rows, instead of a decode into the scratch block
 // as the other types do. That decode (six shuffles and two stores per group)
@@ -264,13 +201,13 @@ void fused_tile_mxfp4(const RowSource<WeightType::MXFP4>& src, const float* x_sp
   const __m512i to_hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
   const size_t ng = src.groups;
   __m512 even[R][TT], odd[R][TT];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
     for (int t = 0; t < TT; ++t) even[i][t] = _mm512_setzero_ps(), odd[i][t] = _mm512_setzero_ps();
   for (size_t g = 0; g < ng; ++g) {
     __m512 we[R], wo[R];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int i = 0; i < R; ++i) {
       size_t r = r0 + i;
       src.prefetch(r, g, R);
@@ -283,7 +220,7 @@ void fused_tile_mxfp4(const RowSource<WeightType::MXFP4>& src, const float* x_sp
 #pragma GCC unroll 4
     for (int t = 0; t < TT; ++t) {
       __m512 xe = _mm512_load_ps(x_split + t * xs + 32 * g), xo = _mm512_load_ps(x_split + t * xs + 32 * g + 16);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {
         even[i][t] = _mm512_fmadd_ps(we[i], xe, even[i][t]);
         odd[i][t] = _mm512_fmadd_ps(wo[i], xo, odd[i][t]);
@@ -294,6 +231,24 @@ void fused_tile_mxfp4(const RowSource<WeightType::MXFP4>& src, const float* x_sp
     for (int t = 0; t < TT; ++t)
       y[t * y_stride + r0 + i] = lane_tree512(_mm512_permutex2var_ps(even[i][t], to_lo, odd[i][t]),
                                               _mm512_permutex2var_ps(even[i][t], to_hi, odd[i][t]));
+}
+
+// MXFP4, T = 1 (fused_tile_mxfp4 above, one x row): a natural-order decode
+// costs six port-5 shuffles per group (unpack x2, widen x2, permute x2) and
+// capped the stream near half the memory bandwidth. Here the accumulators hold the even columns (canonical
+// lanes 0, 2, ..., 30) and the odd ones (lanes 1, 3, ..., 31) instead: one
+// widening gives every byte its own lane, the byte itself indexes the low
+// nibble and byte >> 4 the high one (the permute reads index bits 0-3), so a
+// group needs three shuffles. x is de-interleaved the same way once per call,
+// and the two accumulators are put back in canonical lane order before the
+// lane tree, so every lane sees exactly the canonical fma sequence.
+void rows_single_mxfp4(const WeightView& w, const float* x, float* y, size_t row_begin, size_t row_end,
+                       float* x_split) {
+  RowSource<WeightType::MXFP4> src(w);
+  split_even_odd(x, 0, 1, src.groups, x_split);
+  size_t r = row_begin;
+  for (; r + 4 <= row_end; r += 4) fused_tile_mxfp4<4, 1>(src, x_split, 0, y, 0, r);
+  for (; r < row_end; ++r) fused_tile_mxfp4<1, 1>(src, x_split, 0, y, 0, r);
 }
 
 // Rows of one run of TT x rows: pairs, then a last single row.
