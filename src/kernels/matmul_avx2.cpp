@@ -139,7 +139,7 @@ void fused_rows(const RowSource<kType>& src, const WeightView& w, const float* x
     for (int i = 0; i < R; ++i) {
       src.prefetch(r0 + i, g, R);
       Group d = src.group(r0 + i, g);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int t = 0; t < TT; ++t) {
         const float* xg = x + t * xs + 32 * g;
 #pragma GCC unroll 4
@@ -190,25 +190,9 @@ void rows_small_batch(const WeightView& w, const float* x, size_t xs, size_t T, 
 // rows, instead of decoded into the scratch block. The scratch decode costs
 // more than the fmas it feeds until T is large (T = 2 ran at 0.68x the per-row
 // speed of T = 1, T = 64 at 1.6x); decoding again for every run of three x
-// rows is as fast at T = 64 and faster below. TT x rows x 4 accumulators and
-// the decoded group nearly fill the 16 ymm registers at TT = 3.
-template <int TT>
-void fused_x_rows_mxfp4(const RowSource<WeightType::MXFP4>& src, const float* x, size_t xs, float* y,
-                        size_t y_stride, size_t r) {
-  __m256 a[TT][4];
-  for (int t = 0; t < TT; ++t)
-    for (int k = 0; k < 4; ++k) a[t][k] = _mm256_setzero_ps();
-  for (size_t g = 0; g < src.groups; ++g) {
-    src.prefetch(r, g, 1);
-    Group d = src.group(r, g);
-#pragma GCC unroll 4
-    for (int t = 0; t < TT; ++t)
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) a[t][k] = _mm256_fmadd_ps(d.v[k], _mm256_load_ps(x + t * xs + 32 * g + 8 * k), a[t][k]);
-  }
-  for (int t = 0; t < TT; ++t) y[t * y_stride + r] = lane_tree256(a[t][0], a[t][1], a[t][2], a[t][3]);
-}
-
+// rows is as fast at T = 64 and faster below. This is fused_rows with one
+// weight row and TT x rows: TT x 4 accumulators and the decoded group nearly
+// fill the 16 ymm registers at TT = 3.
 void rows_fused_mxfp4(const WeightView& w, const float* x, size_t xs, size_t T, float* y, size_t row_begin,
                       size_t row_end) {
   static_assert(kAvx2FusedRun == 3, "the runs below are three x rows");
@@ -219,9 +203,9 @@ void rows_fused_mxfp4(const WeightView& w, const float* x, size_t xs, size_t T, 
     const size_t n = T - t < kAvx2FusedRun ? T - t : kAvx2FusedRun;
     for (size_t r = row_begin; r < row_end; ++r) {
       switch (n) {
-        case 3: fused_x_rows_mxfp4<3>(src, xt, xs, yt, w.rows, r); break;
-        case 2: fused_x_rows_mxfp4<2>(src, xt, xs, yt, w.rows, r); break;
-        default: fused_x_rows_mxfp4<1>(src, xt, xs, yt, w.rows, r); break;
+        case 3: fused_rows<WeightType::MXFP4, 1, 3>(src, w, xt, xs, yt, w.rows, r); break;
+        case 2: fused_rows<WeightType::MXFP4, 1, 2>(src, w, xt, xs, yt, w.rows, r); break;
+        default: fused_rows<WeightType::MXFP4, 1, 1>(src, w, xt, xs, yt, w.rows, r); break;
       }
     }
   }
