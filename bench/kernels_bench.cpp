@@ -4,6 +4,7 @@
 //   matmul/<type>/<rows>x<cols>/<isa>       y = W x (T = 1): weight bytes/s and GFLOP/s
 //   batched/<type>/3072x3584/T<T>/<isa>     T = 1, 2, 4, ..., 64: rows (positions) per second
 //   peak/fma                                this thread's FMA peak (the compute roof)
+//   math/{tanhf,expf}/{portable,glibc}      ns per call (items/s) of portable_math.h's and glibc's
 // bench/kernels/roofline.sh runs the roofline subset and tables it.
 // Each matrix case rotates through enough copies of its weights (>= 1 GiB in
 // all, several times the 300 MiB L3 of the reference machine) that every
@@ -13,6 +14,7 @@
 //   build/kern/bench/bench_kernels --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +26,7 @@
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/portable_math.h"
 #include "kernels/weights.h"
 #include "support/fma_peak.h"
 
@@ -193,6 +196,22 @@ void bench_fma_peak(benchmark::State& state) {
   state.SetLabel(isa);
 }
 
+// ns per call of the forward pass's transcendentals against glibc's, over
+// 2^20 inputs in [-6, 6) (SiTU's range).
+template <float (*Fn)(float)>
+void bench_transcendental(benchmark::State& state) {
+  std::vector<float> x(size_t{1} << 20);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = -6.0f + 12.0f * static_cast<float>(i) / static_cast<float>(x.size());
+  for (auto _ : state) {
+    float s = 0;
+    for (float v : x) s += Fn(v);
+    benchmark::DoNotOptimize(s);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(x.size()));
+}
+float glibc_tanhf(float x) { return std::tanh(x); }
+float glibc_expf(float x) { return std::exp(x); }
+
 std::string shape_name(size_t rows, size_t cols) { return std::to_string(rows) + "x" + std::to_string(cols); }
 
 void register_all() {
@@ -201,6 +220,10 @@ void register_all() {
     if (isa_supported(isa)) isas.push_back(isa);
 
   benchmark::RegisterBenchmark("peak/fma", bench_fma_peak)->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("math/tanhf/portable", bench_transcendental<portable_tanhf>);
+  benchmark::RegisterBenchmark("math/tanhf/glibc", bench_transcendental<glibc_tanhf>);
+  benchmark::RegisterBenchmark("math/expf/portable", bench_transcendental<portable_expf>);
+  benchmark::RegisterBenchmark("math/expf/glibc", bench_transcendental<glibc_expf>);
   for (Isa isa : isas)
     benchmark::RegisterBenchmark((std::string("membw/sum/") + isa_name(isa)).c_str(), bench_membw, isa)
         ->Unit(benchmark::kMillisecond);
