@@ -50,6 +50,12 @@ extern const float* const kE8M0Scale;
 // The e2m1 code -> value table, sign included (code 8 = -0.0).
 extern const float* const kE2M1Signed;
 
+// kE2M1Signed scaled by each e8m0 byte: 256 rows of 16 floats, 64-byte
+// aligned; row s is kE2M1Signed[c] * kE8M0Scale[s] (bit for bit the
+// product). A decode loads its group's row instead of multiplying: a load
+// port is free where the vector pipes are the bound.
+extern const float* const kE2M1ByScale;
+
 struct KernelTable {
   // Rows [row_begin, row_end) of Y = W X for T rows of X. X is [T, x_stride]
   // where x_stride = cols rounded up to a multiple of 32 and the padding

@@ -71,22 +71,20 @@ struct RowSource {
   const uint8_t* data;
   const uint8_t* scales;
   size_t groups, tail, row_bytes;
-  __m256 e2m1;  // magnitudes only (codes 0-7)
 
   explicit RowSource(const WeightView& w)
       : data(static_cast<const uint8_t*>(w.data)),
         scales(static_cast<const uint8_t*>(w.scales)),
         groups(w.cols / 32),
         tail(w.cols % 32),
-        row_bytes(kType == WeightType::MXFP4 ? w.cols / 2 : w.cols * (group_bytes<kType>() / 32)),
-        e2m1(_mm256_loadu_ps(kE2M1Signed)) {}
+        row_bytes(kType == WeightType::MXFP4 ? w.cols / 2 : w.cols * (group_bytes<kType>() / 32)) {}
 
   __m256 mag(size_t r, size_t g) const {
     if constexpr (kType == WeightType::MXFP4) {
-      return _mm256_mul_ps(e2m1, _mm256_set1_ps(kE8M0Scale[scales[r * groups + g]]));
+      return _mm256_load_ps(kE2M1ByScale + 16 * size_t{scales[r * groups + g]});  // codes 0-7 of the scaled table
     } else {
       (void)r, (void)g;
-      return e2m1;
+      return _mm256_setzero_ps();  // unused by the other types' decode
     }
   }
 

@@ -55,7 +55,6 @@ struct RowSource {
   const uint8_t* data;    // start of the matrix
   const uint8_t* scales;  // MXFP4 scale bytes
   size_t cols, groups, tail, row_bytes;
-  __m512 e2m1;
 
   explicit RowSource(const WeightView& w)
       : data(static_cast<const uint8_t*>(w.data)),
@@ -63,8 +62,7 @@ struct RowSource {
         cols(w.cols),
         groups(w.cols / 32),
         tail(w.cols % 32),
-        row_bytes(kType == WeightType::MXFP4 ? w.cols / 2 : w.cols * (group_bytes<kType>() / 32)),
-        e2m1(_mm512_loadu_ps(kE2M1Signed)) {}
+        row_bytes(kType == WeightType::MXFP4 ? w.cols / 2 : w.cols * (group_bytes<kType>() / 32)) {}
 
   // Group g of row r; g == groups is the partial last group (cols % 32 != 0,
   // never MXFP4), decoded from a zero-padded copy so padding weights are +0.
@@ -211,7 +209,7 @@ void fused_tile_mxfp4(const RowSource<WeightType::MXFP4>& src, const float* x_sp
     for (int i = 0; i < R; ++i) {
       size_t r = r0 + i;
       src.prefetch(r, g, R);
-      __m512 lut = _mm512_mul_ps(src.e2m1, _mm512_set1_ps(kE8M0Scale[src.scales[r * ng + g]]));
+      __m512 lut = _mm512_load_ps(kE2M1ByScale + 16 * size_t{src.scales[r * ng + g]});
       __m512i bytes =
           _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src.data + r * src.row_bytes + 16 * g)));
       we[i] = _mm512_permutexvar_ps(bytes, lut);

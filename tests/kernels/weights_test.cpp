@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 #include "kernels/weights.h"
 
@@ -155,6 +156,29 @@ TEST(MatmulDecode, Mxfp4EveryCodeEveryScaleOnEveryPath) {
       }
     }
   }
+}
+
+// The decode loops load a group's scaled e2m1 table instead of multiplying:
+// every entry must be the bits of the runtime product, overflow (scales 253,
+// 254 times 4 and 6) and subnormals (scale 0) included.
+TEST(MatmulDecode, ScaledTableIsTheRuntimeProduct) {
+  using kernels_detail::kE2M1ByScale;
+  using kernels_detail::kE2M1Signed;
+  using kernels_detail::kE8M0Scale;
+  for (size_t s = 0; s < 256; ++s)
+    for (size_t c = 0; c < 16; ++c) {
+      volatile float code = kE2M1Signed[c], scale = kE8M0Scale[s];
+      const float product = code * scale;
+      const float entry = kE2M1ByScale[16 * s + c];
+      if (s == 255) {
+        EXPECT_TRUE(std::isnan(entry)) << "code " << c;
+        continue;
+      }
+      uint32_t a, b;
+      std::memcpy(&a, &entry, 4), std::memcpy(&b, &product, 4);
+      ASSERT_EQ(a, b) << "scale byte " << s << " code " << c;
+    }
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(kE2M1ByScale) % 64, 0u);
 }
 
 TEST(MatmulDecode, Int8AndBf16OnEveryPath) {
