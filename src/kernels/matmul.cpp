@@ -126,4 +126,26 @@ void matmul_pair(const WeightView& a, const WeightView& b, const float* x, size_
   });
 }
 
+void matmul_pair(const WeightView& a, const WeightView& b, const float* x, size_t T, float* ya, float* yb,
+                 ThreadPool* pool, const std::function<void(size_t row_begin, size_t row_end)>& then) {
+  if (a.cols != b.cols || a.rows != b.rows)
+    fail("matmul_pair: a gated pair needs two weights of one shape ([", a.rows, ", ", a.cols, "] and [", b.rows, ", ",
+         b.cols, "])");
+  if (pool == nullptr || pool->size() < 2 || T > kMaxRowsPerCall || a.cols == 0 || a.rows == 0 || T == 0) {
+    matmul_pair(a, b, x, T, ya, yb, pool);
+    if (pool != nullptr && pool->size() > 1) pool->parallel_for(a.rows, then);
+    else if (a.rows > 0) then(0, a.rows);
+    return;
+  }
+  check(a, x, ya);
+  check(b, x, yb);
+  size_t x_stride = (a.cols + 31) / 32 * 32;
+  const float* xp = padded_input(a, x, T, x_stride);
+  pool->parallel_for(row_tiles(a), [&](size_t begin, size_t end) {
+    run_blocks(a, xp, x_stride, T, ya, begin, end);
+    run_blocks(b, xp, x_stride, T, yb, begin, end);
+    then(begin * kRowTile, std::min(end * kRowTile, a.rows));
+  });
+}
+
 }  // namespace deltafin

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 #include "kernels/weights.h"
 #include "util/thread_pool.h"
@@ -30,5 +31,15 @@ void matmul(const WeightView& w, const float* x, size_t T, float* y, ThreadPool*
 // have the same cols (deltafin::Error otherwise).
 void matmul_pair(const WeightView& a, const WeightView& b, const float* x, size_t T, float* ya, float* yb,
                  ThreadPool* pool = nullptr);
+
+// The pair for a gated MLP, whose activation is elementwise: a and b must have
+// the same shape (deltafin::Error otherwise). Each thread computes the same
+// output rows [row_begin, row_end) of both products, for all T inputs, then
+// calls then(row_begin, row_end) on them, so the activation runs inside the
+// products' one parallel_for instead of taking a hand-off of its own (at
+// decode a K3 expert's three hand-offs become two). Row ranges are disjoint
+// and together cover [0, a.rows); the products' bits are matmul()'s.
+void matmul_pair(const WeightView& a, const WeightView& b, const float* x, size_t T, float* ya, float* yb,
+                 ThreadPool* pool, const std::function<void(size_t row_begin, size_t row_end)>& then);
 
 }  // namespace deltafin

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -287,6 +289,48 @@ TEST(Matmul, PairEqualsTwoProducts) {
   OwnedWeight a = random_weight(rng, WeightType::BF16, 4, 64), b = random_weight(rng, WeightType::BF16, 4, 96);
   std::vector<float> x(96), ya(4), yb(4);
   EXPECT_THROW(matmul_pair(a.view(), b.view(), x.data(), 1, ya.data(), yb.data(), &pool2), Error);
+}
+
+// The gated pair: both products' bits as two matmul() calls, and `then` called
+// on disjoint row ranges that cover every row once, each after both products
+// of its rows are written (checked by reading them inside the callback).
+TEST(Matmul, GatedPairRunsThenOnEveryRowOnceAfterItsProducts) {
+  Rng rng(9);
+  ThreadPool pool2(2), pool3(3);
+  for (WeightType type : kAllTypes) {
+    const size_t rows = 37, cols = cols_for(type, 200);
+    OwnedWeight a = random_weight(rng, type, rows, cols), b = random_weight(rng, type, rows, cols);
+    for (size_t T : {size_t{1}, size_t{4}, kernels_detail::kMaxRowsPerCall + 3}) {
+      std::vector<float> x = random_floats(rng, T * cols);
+      for (Isa isa : supported_isas()) {
+        IsaScope scope(isa);
+        const std::vector<float> ya = run(a.view(), x, T), yb = run(b.view(), x, T);
+        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+          const int threads = pool == nullptr ? 1 : pool->size();
+          std::vector<float> pa(T * rows), pb(T * rows), sum(T * rows, -1.0f);
+          std::vector<std::atomic<int>> calls(rows);
+          matmul_pair(a.view(), b.view(), x.data(), T, pa.data(), pb.data(), pool, [&](size_t rb, size_t re) {
+            ASSERT_LE(rb, re);
+            ASSERT_LE(re, rows);
+            for (size_t r = rb; r < re; ++r) {
+              calls[r].fetch_add(1);
+              for (size_t t = 0; t < T; ++t) sum[t * rows + r] = pa[t * rows + r] + pb[t * rows + r];
+            }
+          });
+          const std::string where = std::string(type_name(type)) + " " + isa_name(isa) + " T=" + std::to_string(T) +
+                                    " threads " + std::to_string(threads);
+          EXPECT_TRUE(same_bits(pa, ya)) << where;
+          EXPECT_TRUE(same_bits(pb, yb)) << where;
+          for (size_t r = 0; r < rows; ++r) ASSERT_EQ(calls[r].load(), 1) << where << " row " << r;
+          for (size_t i = 0; i < T * rows; ++i) ASSERT_EQ(sum[i], ya[i] + yb[i]) << where << " element " << i;
+        }
+      }
+    }
+  }
+  OwnedWeight a = random_weight(rng, WeightType::BF16, 4, 64), b = random_weight(rng, WeightType::BF16, 5, 64);
+  std::vector<float> x(64), ya(4), yb(5);
+  EXPECT_THROW(matmul_pair(a.view(), b.view(), x.data(), 1, ya.data(), yb.data(), &pool2, [](size_t, size_t) {}),
+               Error);
 }
 
 TEST(Matmul, RejectsBadArguments) {

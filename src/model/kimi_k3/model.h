@@ -81,6 +81,8 @@ private:
   void attention_mla(int64_t layer, K3Session& s, const Rows& x, Rows& out, size_t offset);
   void attention_sliced(int64_t layer, K3Session& s, const Rows& x, Rows& out, size_t slice_rows);
   void dense_mlp(const LayerWeights& w, const Rows& x, Rows& out, size_t slice_rows);
+  // hid = SiTU(gate x, up x) for the n rows of x (g, u: [n, gate.rows] scratch).
+  void gated_situ(const WeightView& gate, const WeightView& up, const float* x, size_t n, Rows& g, Rows& u, Rows& hid);
   void moe(int64_t layer, const Rows& x, Rows& out, size_t slice_rows);
   void moe_rows(int64_t layer, const Rows& x, const Rows& zl, size_t r0, size_t n, Rows& out);
   Route route(const MoeWeights& w, const float* router_logits) const;

@@ -68,7 +68,6 @@ void K3Model::moe_rows(int64_t layer, const Rows& x, const Rows& zl, size_t r0, 
   const size_t k = static_cast<size_t>(c_.num_experts_per_token), d = out.n;
   const size_t lat = static_cast<size_t>(c_.routed_expert_hidden_size), mid = static_cast<size_t>(c_.moe_intermediate_size);
   const float eps = static_cast<float>(c_.rms_norm_eps);
-  const float beta = static_cast<float>(c_.situ_beta), beta_lin = static_cast<float>(c_.situ_linear_beta);
   const std::vector<Route>& routes = routes_[static_cast<size_t>(layer)];
 
   // Each expert is fetched once and applied to every row routed to it, as one
@@ -95,8 +94,7 @@ void K3Model::moe_rows(int64_t layer, const Rows& x, const Rows& zl, size_t r0, 
     const size_t m = rows.size();
     Rows in(m, lat), g(m, mid), u(m, mid), hid(m, mid), y(m, lat);
     for (size_t j = 0; j < m; ++j) std::copy(zl.row(r0 + rows[j].first), zl.row(r0 + rows[j].first) + lat, in.row(j));
-    matmul_pair(W1, W3, in.v.data(), m, g.v.data(), u.v.data(), pool_);
-    situ(g.v.data(), u.v.data(), g.v.size(), beta, beta_lin, hid.v.data(), pool_);
+    gated_situ(W1, W3, in.v.data(), m, g, u, hid);
     matmul(W2, hid.v.data(), m, y.v.data(), pool_);
     for (size_t j = 0; j < m; ++j)
       std::copy(y.row(j), y.row(j) + lat, expert_out.data() + (rows[j].first * k + rows[j].second) * lat);
@@ -123,8 +121,7 @@ void K3Model::moe_rows(int64_t layer, const Rows& x, const Rows& zl, size_t r0, 
   const size_t S = w.shared_gate.rows;
   const float* xs = x.row(r0);
   Rows sg(n, S), su(n, S), sh(n, S), shared(n, d);
-  matmul_pair(w.shared_gate.view(), w.shared_up.view(), xs, n, sg.v.data(), su.v.data(), pool_);
-  situ(sg.v.data(), su.v.data(), sg.v.size(), beta, beta_lin, sh.v.data(), pool_);
+  gated_situ(w.shared_gate.view(), w.shared_up.view(), xs, n, sg, su, sh);
   matmul(w.shared_down.view(), sh.v.data(), n, shared.v.data(), pool_);
   float* o = out.row(r0);
   for (size_t j = 0; j < n * d; ++j) o[j] = routed.v[j] + shared.v[j];

@@ -45,8 +45,11 @@ std::vector<float> Qwen3Model::forward(Qwen3Session& session, std::span<const ui
     qwen3_attention_block(c, L.attn, l, session, start, T, cos_t.data(), sin_t.data(), x.data(), pool_);
     // SwiGLU MLP block.
     for (size_t t = 0; t < T; ++t) rmsnorm(x.data() + t * d, L.post_attention_norm.data(), d, eps, h.data() + t * d);
-    matmul_pair(L.gate.view(), L.up.view(), h.data(), T, gate.data(), up.data(), pool_);
-    for (size_t i = 0; i < T * I; ++i) gate[i] = silu(gate[i]) * up[i];
+    // SwiGLU on each thread's rows inside the products' hand-off (elementwise: no bit changes).
+    matmul_pair(L.gate.view(), L.up.view(), h.data(), T, gate.data(), up.data(), pool_, [&](size_t rb, size_t re) {
+      for (size_t t = 0; t < T; ++t)
+        for (size_t i = t * I + rb; i < t * I + re; ++i) gate[i] = silu(gate[i]) * up[i];
+    });
     matmul(L.down.view(), gate.data(), T, delta.data(), pool_);
     for (size_t i = 0; i < T * d; ++i) x[i] = x[i] + delta[i];
   }

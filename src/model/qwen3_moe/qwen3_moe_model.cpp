@@ -41,11 +41,24 @@ Route Qwen3MoeModel::route(const float* z) const {
   return r;
 }
 
+// g = silu(gate x) * up x for the n rows of x (u: scratch), each thread on
+// the rows it has just computed, inside the products' one hand-off
+// (elementwise: the split changes no bit).
+void Qwen3MoeModel::swiglu_pair(const WeightView& gate, const WeightView& up, const float* x, size_t n, Rows& g,
+                                Rows& u) {
+  matmul_pair(gate, up, x, n, g.v.data(), u.v.data(), pool_, [&](size_t rb, size_t re) {
+    for (size_t t = 0; t < n; ++t) {
+      float* gt = g.row(t);
+      const float* ut = u.row(t);
+      for (size_t i = rb; i < re; ++i) gt[i] = silu(gt[i]) * ut[i];
+    }
+  });
+}
+
 void Qwen3MoeModel::dense_mlp(const Qwen3MoeLayerWeights& w, const Rows& h, Rows& out) {
   const size_t T = h.T, I = w.gate.rows;
   Rows g(T, I), u(T, I);
-  matmul_pair(w.gate.view(), w.up.view(), h.v.data(), T, g.v.data(), u.v.data(), pool_);
-  for (size_t i = 0; i < g.v.size(); ++i) g.v[i] = silu(g.v[i]) * u.v[i];
+  swiglu_pair(w.gate.view(), w.up.view(), h.v.data(), T, g, u);
   matmul(w.down.view(), g.v.data(), T, out.v.data(), pool_);
 }
 
@@ -78,8 +91,7 @@ void Qwen3MoeModel::moe(int64_t layer, const Rows& h, Rows& out) {
     const size_t m = rows.size();
     Rows in(m, d), g(m, I), u(m, I), y(m, d);
     for (size_t j = 0; j < m; ++j) std::copy(h.row(rows[j].first), h.row(rows[j].first) + d, in.row(j));
-    matmul_pair(gate, up, in.v.data(), m, g.v.data(), u.v.data(), pool_);
-    for (size_t i = 0; i < g.v.size(); ++i) g.v[i] = silu(g.v[i]) * u.v[i];
+    swiglu_pair(gate, up, in.v.data(), m, g, u);
     matmul(down, g.v.data(), m, y.v.data(), pool_);
     for (size_t j = 0; j < m; ++j)
       std::copy(y.row(j), y.row(j) + d, expert_out.data() + (rows[j].first * k + rows[j].second) * d);

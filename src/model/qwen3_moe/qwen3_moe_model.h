@@ -68,6 +68,7 @@ private:
   Route route(const float* router_logits) const;
   void moe(int64_t layer, const Rows& h, Rows& out);
   void dense_mlp(const Qwen3MoeLayerWeights& w, const Rows& h, Rows& out);
+  void swiglu_pair(const WeightView& gate, const WeightView& up, const float* x, size_t n, Rows& g, Rows& u);
 
   const Qwen3MoeConfig& c_;
   const Qwen3MoeWeights& w_;
