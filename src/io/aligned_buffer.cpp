@@ -3,17 +3,16 @@
 #include <cstdlib>
 #include <new>
 
-#include "util/error.h"
+#include "util/weight_memory.h"
 
 namespace deltafin {
 
 void AlignedFree::operator()(uint8_t* p) const { std::free(p); }
 
 AlignedBuffer make_aligned_buffer(uint64_t bytes) {
-  void* p = nullptr;
-  const uint64_t n = round_up_direct(bytes == 0 ? 1 : bytes);
-  if (posix_memalign(&p, kDirectAlign, n) != 0) fail("out of memory allocating an aligned buffer of ", n, " bytes");
-  return AlignedBuffer(static_cast<uint8_t*>(p));
+  // Cache slots and read buffers hold expert records that products stream
+  // through: huge-page backed where large enough (util/weight_memory.h).
+  return AlignedBuffer(alloc_weight_buffer(round_up_direct(bytes == 0 ? 1 : bytes), kDirectAlign).release());
 }
 
 }  // namespace deltafin

@@ -106,7 +106,7 @@ public:
            ", not a BF16 or I8 matrix");
     m.rows = t.tensor.shape[0];
     m.cols = t.tensor.shape[1];
-    m.storage = read(t);
+    m.storage = read<WeightBytes>(t);
     if (t.tensor.dtype == DType::BF16) {
       m.type = WeightType::BF16;
       return m;
@@ -149,8 +149,9 @@ private:
 
   const std::string& where(const Located& t) const { return files_[t.file].path(); }
 
-  std::vector<uint8_t> read(const Located& t) const {
-    std::vector<uint8_t> out(t.tensor.bytes);
+  template <typename Bytes = std::vector<uint8_t>>
+  Bytes read(const Located& t) const {
+    Bytes out(t.tensor.bytes);
     files_[t.file].pread_exact(out.data(), out.size(), t.tensor.offset);
     return out;
   }

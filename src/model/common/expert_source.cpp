@@ -1,6 +1,9 @@
 #include "model/common/expert_source.h"
 
+#include <algorithm>
+
 #include "util/error.h"
+#include "util/weight_memory.h"
 
 namespace deltafin {
 
@@ -17,8 +20,14 @@ ResidentExpertSource::ResidentExpertSource(int64_t layers, int64_t experts, std:
     : layers_(layers), experts_(experts) {
   records_.resize(static_cast<size_t>(layers_ * experts_));
   for (int64_t l : moe_layers)
-    for (int64_t e = 0; e < experts_; ++e)
-      records_[static_cast<size_t>(l * experts_ + e)] = std::make_shared<const std::vector<uint8_t>>(read(l, e));
+    for (int64_t e = 0; e < experts_; ++e) {
+      // Copied into huge-page-backed memory (util/weight_memory.h): decode
+      // streams every routed record once per use.
+      const std::vector<uint8_t> bytes = read(l, e);
+      WeightBuffer b = alloc_weight_buffer(bytes.size(), 64);
+      std::copy(bytes.begin(), bytes.end(), b.get());
+      records_[static_cast<size_t>(l * experts_ + e)] = std::shared_ptr<const uint8_t>(b.release(), WeightMemoryFree{});
+    }
 }
 
 ExpertHandle ResidentExpertSource::get(int64_t layer, int64_t expert) {
@@ -26,7 +35,7 @@ ExpertHandle ResidentExpertSource::get(int64_t layer, int64_t expert) {
       !records_[static_cast<size_t>(layer * experts_ + expert)])
     fail("no routed expert (layer ", layer, ", expert ", expert, ")");
   const auto& r = records_[static_cast<size_t>(layer * experts_ + expert)];
-  return {r->data(), r};
+  return {r.get(), r};
 }
 
 }  // namespace deltafin

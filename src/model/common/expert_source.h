@@ -57,7 +57,7 @@ public:
 
 private:
   int64_t layers_ = 0, experts_ = 0;
-  std::vector<std::shared_ptr<const std::vector<uint8_t>>> records_;  // [layer * experts + expert]; null off MoE layers
+  std::vector<std::shared_ptr<const uint8_t>> records_;  // [layer * experts + expert]; null off MoE layers
 };
 
 }  // namespace deltafin

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/weights.h"
+#include "util/weight_memory.h"
 
 namespace deltafin {
 
@@ -15,7 +16,7 @@ namespace deltafin {
 struct Matrix {
   WeightType type = WeightType::BF16;
   size_t rows = 0, cols = 0;
-  std::vector<uint8_t> storage;
+  WeightBytes storage;  // huge-page backed where large (util/weight_memory.h)
   std::vector<uint8_t> scales;
   WeightView view() const {
     return WeightView{type, rows, cols, storage.data(), scales.empty() ? nullptr : scales.data()};
