@@ -5,6 +5,7 @@
 //   batched/<type>/3072x3584/T<T>/<isa>     T = 1, 2, 4, ..., 64: rows (positions) per second
 //   peak/fma                                this thread's FMA peak (the compute roof)
 //   math/{tanhf,expf}/{portable,glibc}      ns per call (items/s) of portable_math.h's and glibc's
+//   ops/situ/<isa>                          SiTU over 3072 elements: elements/s
 // bench/kernels/roofline.sh runs the roofline subset and tables it.
 // Each matrix case rotates through enough copies of its weights (>= 1 GiB in
 // all, several times the 300 MiB L3 of the reference machine) that every
@@ -209,6 +210,20 @@ void bench_transcendental(benchmark::State& state) {
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(x.size()));
 }
+// SiTU over one K3 expert's 3072 activations (beta 4, beta_lin 25), per ISA
+// path: ns per element (items/s).
+void bench_situ(benchmark::State& state, Isa isa) {
+  set_active_isa(isa);
+  const size_t n = 3072;
+  std::vector<float> g(n), u(n), out(n);
+  for (size_t i = 0; i < n; ++i) g[i] = -6.0f + 12.0f * static_cast<float>(i) / n, u[i] = 30.0f - 60.0f * g[i] / 6.0f;
+  for (auto _ : state) {
+    situ(g.data(), u.data(), n, 4.0f, 25.0f, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(n));
+}
+
 float glibc_tanhf(float x) { return std::tanh(x); }
 float glibc_expf(float x) { return std::exp(x); }
 
@@ -224,6 +239,7 @@ void register_all() {
   benchmark::RegisterBenchmark("math/tanhf/glibc", bench_transcendental<glibc_tanhf>);
   benchmark::RegisterBenchmark("math/expf/portable", bench_transcendental<portable_expf>);
   benchmark::RegisterBenchmark("math/expf/glibc", bench_transcendental<glibc_expf>);
+  for (Isa isa : isas) benchmark::RegisterBenchmark((std::string("ops/situ/") + isa_name(isa)).c_str(), bench_situ, isa);
   for (Isa isa : isas)
     benchmark::RegisterBenchmark((std::string("membw/sum/") + isa_name(isa)).c_str(), bench_membw, isa)
         ->Unit(benchmark::kMillisecond);

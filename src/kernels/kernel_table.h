@@ -75,7 +75,13 @@ struct KernelTable {
   // bk[k] = beta * k[k]. Same operation order as ops.h documents.
   void (*kda_core)(float* S, const float* q, const float* k, const float* v, const float* decay,
                    const float* bk, size_t K, size_t V, float* o);
+  // ops.h's situ for n elements: the same operations per element (portable
+  // tanhf and expf included), so every path gives the same bits.
+  void (*situ)(const float* g, const float* u, size_t n, float beta, float beta_lin, float* out);
 };
+
+// The scalar situ, which the paths without their own point at.
+void situ_scalar(const float* g, const float* u, size_t n, float beta, float beta_lin, float* out);
 
 // The fixed lane tree of k3-model.md §4.4 over 32 lane accumulators: eight
 // 4-lane vectors a0..a7, b = (a0+a1, a2+a3, a4+a5, a6+a7), c = (b0+b1, b2+b3),

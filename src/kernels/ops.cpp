@@ -41,14 +41,7 @@ float sigmoid(float x) { return 1.0f / (1.0f + portable_expf(-x)); }
 float silu(float x) { return x * sigmoid(x); }
 
 void situ(const float* g, const float* u, size_t n, float beta, float beta_lin, float* out) {
-  for (size_t i = 0; i < n; ++i) {
-    float t1 = portable_tanhf(g[i] / beta);
-    float t2 = t1 * beta;
-    float t3 = t2 * sigmoid(g[i]);
-    float t4 = portable_tanhf(u[i] / beta_lin);
-    float t5 = t4 * beta_lin;
-    out[i] = t3 * t5;
-  }
+  kernel_table().situ(g, u, n, beta, beta_lin, out);
 }
 
 void situ(const float* g, const float* u, size_t n, float beta, float beta_lin, float* out, ThreadPool* pool) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/kernel_table.h"
+#include "kernels/portable_math.h"  // kPortableExp2Table
 #include "kernels/simd_avx2.h"  // immintrin.h, lane_tree256
 
 namespace deltafin::kernels_detail {
@@ -137,10 +138,92 @@ void kda_core_avx2(float* S, const float* q, const float* k, const float* v, con
   }
 }
 
+
+// SiTU, four elements per step: as situ_avx512 (ops_avx512.cpp), every IEEE
+// operation of portable_math.cpp's expf and tanhf and of ops.h's formula per
+// lane in the same order, so the bits are situ_scalar's; the tail (n % 4)
+// runs situ_scalar itself.
+namespace situ4 {
+
+inline __m256d dset(double v) { return _mm256_set1_pd(v); }
+
+// exp_reduced(y), portable_math.cpp, for -150 < y < 150.
+inline __m256d exp_reduced(__m256d y) {
+  const __m256d round = dset(0x1.8p52);
+  const __m256d biased = _mm256_add_pd(_mm256_mul_pd(y, dset(0x1.71547652b82fep+5)), round);
+  const __m256d kd = _mm256_sub_pd(biased, round);
+  const __m256d r = _mm256_sub_pd(_mm256_sub_pd(y, _mm256_mul_pd(kd, dset(6.93147180369123816490e-01 / 32))),
+                                  _mm256_mul_pd(kd, dset(1.90821492927058770002e-10 / 32)));
+  __m256d p = _mm256_mul_pd(r, dset(1.0 / 120));
+  p = _mm256_mul_pd(r, _mm256_add_pd(dset(1.0 / 24), p));
+  p = _mm256_mul_pd(r, _mm256_add_pd(dset(1.0 / 6), p));
+  p = _mm256_mul_pd(r, _mm256_add_pd(dset(1.0 / 2), p));
+  p = _mm256_mul_pd(r, _mm256_add_pd(dset(1.0), p));
+  p = _mm256_add_pd(dset(1.0), p);
+  // k = kd as an integer (biased and round share a binade of spacing 1).
+  const __m256i k = _mm256_sub_epi64(_mm256_castpd_si256(biased), _mm256_castpd_si256(round));
+  const __m256i j = _mm256_and_si256(k, _mm256_set1_epi64x(31));
+  const __m256d table = _mm256_i64gather_pd(kPortableExp2Table, j, 8);
+  // 2^((k - j) / 32): k - j is a multiple of 32, so shifting it left by 47
+  // puts (k - j) / 32 in the exponent field, two's complement included.
+  const __m256i bits = _mm256_add_epi64(_mm256_slli_epi64(_mm256_sub_epi64(k, j), 47), _mm256_set1_epi64x(1023ll << 52));
+  return _mm256_mul_pd(_mm256_mul_pd(table, p), _mm256_castsi256_pd(bits));
+}
+
+// The selects narrow a double compare mask with _mm256_cvtpd_ps: all-ones is a
+// NaN with the sign set, which stays a negative NaN as a float, and blendv
+// reads only the sign bit.
+
+// portable_expf on 4 floats.
+inline __m128 expf4(__m128 x) {
+  const __m256d y = _mm256_cvtps_pd(x);
+  const __m256d nan = _mm256_cmp_pd(y, y, _CMP_UNORD_Q);
+  const __m256d over = _mm256_cmp_pd(y, dset(89.0), _CMP_GT_OQ);
+  const __m256d under = _mm256_cmp_pd(y, dset(-104.0), _CMP_LT_OQ);
+  const __m256d other = _mm256_or_pd(nan, _mm256_or_pd(over, under));
+  const __m256d e = exp_reduced(_mm256_blendv_pd(y, dset(0.0), other));
+  __m128 r = _mm256_cvtpd_ps(e);
+  r = _mm_blendv_ps(r, _mm_set1_ps(__builtin_huge_valf()), _mm256_cvtpd_ps(over));
+  r = _mm_blendv_ps(r, _mm_setzero_ps(), _mm256_cvtpd_ps(under));
+  return _mm_blendv_ps(r, x, _mm256_cvtpd_ps(nan));
+}
+
+// portable_tanhf on 4 floats.
+inline __m128 tanhf4(__m128 x) {
+  const __m256d a = _mm256_andnot_pd(dset(-0.0), _mm256_cvtps_pd(x));
+  const __m256d nan = _mm256_cmp_pd(a, a, _CMP_UNORD_Q);
+  const __m256d small = _mm256_cmp_pd(a, dset(0x1p-12), _CMP_LT_OQ);
+  const __m256d big = _mm256_cmp_pd(a, dset(9.5), _CMP_GT_OQ);
+  const __m256d other = _mm256_or_pd(nan, _mm256_or_pd(small, big));
+  const __m256d e = exp_reduced(_mm256_mul_pd(dset(2.0), _mm256_blendv_pd(a, dset(1.0), other)));
+  __m256d t = _mm256_div_pd(_mm256_sub_pd(e, dset(1.0)), _mm256_add_pd(e, dset(1.0)));
+  const __m256d series = _mm256_sub_pd(a, _mm256_div_pd(_mm256_mul_pd(_mm256_mul_pd(a, a), a), dset(3.0)));
+  t = _mm256_blendv_pd(t, series, small);
+  t = _mm256_blendv_pd(t, dset(1.0), big);
+  __m128 r = _mm256_cvtpd_ps(t);
+  r = _mm_xor_ps(r, _mm_and_ps(x, _mm_set1_ps(-0.0f)));  // the sign of x
+  return _mm_blendv_ps(r, x, _mm256_cvtpd_ps(nan));
+}
+
+}  // namespace situ4
+
+void situ_avx2(const float* g, const float* u, size_t n, float beta, float beta_lin, float* out) {
+  const __m128 b = _mm_set1_ps(beta), bl = _mm_set1_ps(beta_lin), one = _mm_set1_ps(1.0f);
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m128 gi = _mm_loadu_ps(g + i), ui = _mm_loadu_ps(u + i);
+    const __m128 t2 = _mm_mul_ps(situ4::tanhf4(_mm_div_ps(gi, b)), b);
+    const __m128 sig = _mm_div_ps(one, _mm_add_ps(one, situ4::expf4(_mm_xor_ps(gi, _mm_set1_ps(-0.0f)))));
+    const __m128 t5 = _mm_mul_ps(situ4::tanhf4(_mm_div_ps(ui, bl)), bl);
+    _mm_storeu_ps(out + i, _mm_mul_ps(_mm_mul_ps(t2, sig), t5));
+  }
+  if (i < n) situ_scalar(g + i, u + i, n - i, beta, beta_lin, out + i);
+}
+
 }  // namespace
 
 extern const KernelTable kAvx2Kernels = {
-    &matmul_rows_avx2, &dot_avx2, &sum_avx2, &scale_mul_avx2, &axpy_avx2, &kda_core_avx2,
+    &matmul_rows_avx2, &dot_avx2, &sum_avx2, &scale_mul_avx2, &axpy_avx2, &kda_core_avx2, &situ_avx2,
 };
 
 }  // namespace deltafin::kernels_detail

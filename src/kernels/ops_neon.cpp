@@ -140,7 +140,7 @@ void kda_core_neon(float* S, const float* q, const float* k, const float* v, con
 }  // namespace
 
 extern const KernelTable kNeonKernels = {
-    &matmul_rows_neon, &dot_neon, &sum_neon, &scale_mul_neon, &axpy_neon, &kda_core_neon,
+    &matmul_rows_neon, &dot_neon, &sum_neon, &scale_mul_neon, &axpy_neon, &kda_core_neon, &situ_scalar,
 };
 
 }  // namespace deltafin::kernels_detail

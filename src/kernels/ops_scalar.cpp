@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "kernels/kernel_table.h"
+#include "kernels/ops.h"  // sigmoid
+#include "kernels/portable_math.h"
 
 namespace deltafin::kernels_detail {
 
@@ -65,8 +67,20 @@ void kda_core_scalar(float* S, const float* q, const float* k, const float* v, c
 
 }  // namespace
 
+// The reference: ops.h's formula, one element at a time.
+void situ_scalar(const float* g, const float* u, size_t n, float beta, float beta_lin, float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    float t1 = portable_tanhf(g[i] / beta);
+    float t2 = t1 * beta;
+    float t3 = t2 * sigmoid(g[i]);
+    float t4 = portable_tanhf(u[i] / beta_lin);
+    float t5 = t4 * beta_lin;
+    out[i] = t3 * t5;
+  }
+}
+
 extern const KernelTable kScalarKernels = {
-    &matmul_rows_scalar, &dot_scalar, &sum_scalar, &scale_mul_scalar, &axpy_scalar, &kda_core_scalar,
+    &matmul_rows_scalar, &dot_scalar, &sum_scalar, &scale_mul_scalar, &axpy_scalar, &kda_core_scalar, &situ_scalar,
 };
 
 }  // namespace deltafin::kernels_detail

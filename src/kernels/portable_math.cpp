@@ -78,6 +78,8 @@ double exp_reduced(double y) {
 
 }  // namespace
 
+const double* const kernels_detail::kPortableExp2Table = kExp2Table;
+
 float portable_expf(float x) {
   if (std::isnan(x)) return x;
   const double y = x;

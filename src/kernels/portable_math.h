@@ -18,4 +18,10 @@ namespace deltafin {
 float portable_expf(float x);   // e^x; NaN -> NaN, +inf -> +inf, -inf -> +0
 float portable_tanhf(float x);  // tanh(x); NaN -> NaN, +-inf -> +-1, odd
 
+namespace kernels_detail {
+// The 32 doubles 2^(j/32) both functions scale by: SIMD copies of them
+// (ops_avx512.cpp's situ) read the same table, operation for operation.
+extern const double* const kPortableExp2Table;
+}  // namespace kernels_detail
+
 }  // namespace deltafin
