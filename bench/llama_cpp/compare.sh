@@ -14,6 +14,9 @@
 #               `deltafin make-model --preset bench` when missing
 #   GGUF        its llama.cpp conversion [$CKPT.gguf]; made when missing
 #   DF          the deltafin binary [build/release/deltafin]
+#   DF_BASE     optional: a second deltafin binary (an earlier build) measured in
+#               every round too, after llama.cpp and before DF, so a change is
+#               judged before/after and against llama.cpp in one session
 #   THREADS [2]  P (prompt tokens) [128]  N (generated tokens) [32]
 #   REPS [5]    measured runs per tool and round (each after one warm-up run)
 #   ROUNDS [2]  rounds of llama.cpp then deltafin, alternated; the table gives
@@ -108,6 +111,12 @@ for ((r = 1; r <= ROUNDS; r++)); do
     --runs "$REPS" --warmup 1 --json "$OUT/deltafin-$r.json")
   say "round $r/$ROUNDS llama.cpp: ${LB[*]}"
   "${LB[@]}" >"$OUT/llama-bench-$r.json" 2>"$OUT/llama-bench-$r.log"
+  if [ -n "${DF_BASE:-}" ]; then
+    DBB=("$DF_BASE" "${DB[@]:1}")
+    DBB[${#DBB[@]}-1]="$OUT/deltafin-base-$r.json"
+    say "round $r/$ROUNDS deltafin (base): ${DBB[*]}"
+    "${DBB[@]}" >"$OUT/deltafin-base-bench-$r.txt" 2>"$OUT/deltafin-base-bench-$r.log"
+  fi
   say "round $r/$ROUNDS deltafin: ${DB[*]}"
   "${DB[@]}" >"$OUT/deltafin-bench-$r.txt" 2>"$OUT/deltafin-bench-$r.log"
 done
@@ -122,6 +131,9 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
     git -C "$dfdir" diff --quiet HEAD -- src || dfrev="$dfrev + uncommitted src changes"
   else dfrev="not in a git tree"; fi
   echo "deltafin: $DF (sha256 $(sha256sum "$DF" | cut -c1-12), built $(date -u -r "$DF" +%Y-%m-%dT%H:%MZ); source $dfrev)"
+  if [ -n "${DF_BASE:-}" ]; then
+    echo "deltafin base: $DF_BASE (sha256 $(sha256sum "$DF_BASE" | cut -c1-12), built $(date -u -r "$DF_BASE" +%Y-%m-%dT%H:%MZ))"
+  fi
   echo "llama.cpp: $LLAMA_COMMIT (node-llama-cpp $NLC_VER, release $LLAMA_TAG), $BIN"
   echo "checkpoint: $CKPT -> $GGUF"
   echo "llama.cpp command: ${LB[*]}"
@@ -137,19 +149,30 @@ def lb_row(lb, n_prompt, n_gen):
     raise SystemExit(f"llama-bench has no pp{n_prompt}/tg{n_gen} row")
 metrics = [(f"prompt tok/s (pp{p})", (p, 0), "prefill_tokens_per_s"),
            (f"decode tok/s (tg{n})", (0, n), "decode_tokens_per_s")]
-print(f"{'round':<6}{'metric':<22} {'llama.cpp':>15} {'deltafin':>22} {'deltafin/llama.cpp':>19}")
+import os
+has_base = os.path.exists(f"{out}/deltafin-base-1.json")
+base_head = f" {'deltafin base':>22} {'deltafin/base':>14}" if has_base else ""
+print(f"{'round':<6}{'metric':<22} {'llama.cpp':>15}{base_head} {'deltafin':>22} {'deltafin/llama.cpp':>19}")
 ratios = {m[0]: [] for m in metrics}
+base_ratios = {m[0]: [] for m in metrics}
 for r in range(1, rounds + 1):
     lb = json.load(open(f"{out}/llama-bench-{r}.json"))
     s = json.load(open(f"{out}/deltafin-{r}.json"))["summary"]["A"]
+    sb = json.load(open(f"{out}/deltafin-base-{r}.json"))["summary"]["A"] if has_base else None
     for name, key, dkey in metrics:
         lm, lsd = lb_row(lb, *key)
         d = s[dkey]
         ratios[name].append(d["median"] / lm)
-        print(f"{r:<6}{name:<22} {lm:>7.2f} ± {lsd:<5.2f} {d['median']:>9.2f} (MAD {d['mad']:<5.2f}) {d['median'] / lm:>13.3f}")
+        base_cols = ""
+        if sb is not None:
+            b = sb[dkey]
+            base_ratios[name].append(d["median"] / b["median"])
+            base_cols = f" {b['median']:>9.2f} (MAD {b['mad']:<5.2f}) {d['median'] / b['median']:>14.3f}"
+        print(f"{r:<6}{name:<22} {lm:>7.2f} ± {lsd:<5.2f}{base_cols} {d['median']:>9.2f} (MAD {d['mad']:<5.2f}) {d['median'] / lm:>13.3f}")
 if rounds > 1:
     for name, _, _ in metrics:
-        print(f"{'all':<6}{name:<22} {'':>15} {'':>22} {statistics.median(ratios[name]):>13.3f}  (median of the rounds)")
+        base_cols = f" {'':>22} {statistics.median(base_ratios[name]):>14.3f}" if has_base else ""
+        print(f"{'all':<6}{name:<22} {'':>15}{base_cols} {'':>22} {statistics.median(ratios[name]):>13.3f}  (median of the rounds)")
 print()
 print(f"llama.cpp: mean ± stddev of llama-bench's runs after its warm-up (random prompt ids, pp{p} one batch")
 print(f"  of {p}, tg{n} from an empty context); deltafin: median (MAD) of deltafin bench's runs after 1 warm-up")
