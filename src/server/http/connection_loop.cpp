@@ -205,6 +205,7 @@ void ConnectionLoop::run() {
   while (!stopping_.load()) {
     const int n = poller_->wait(next_timeout_ms(), &events);
     if (n < 0 && errno != EINTR) break;
+    bool new_connections = false;
     for (const platform::PollEvent& ev : events) {
       const int fd = ev.fd;
       if (fd == wakeup_->fd()) {
@@ -212,7 +213,7 @@ void ConnectionLoop::run() {
         continue;
       }
       if (fd == listen_fd_) {
-        accept_all();
+        new_connections = true;
         continue;
       }
       auto it = conns_.find(fd);
@@ -220,6 +221,11 @@ void ConnectionLoop::run() {
       if (it->second->phase == Connection::Phase::Writing) on_writable(*it->second);
       else if (it->second->phase != Connection::Phase::Busy) on_readable(*it->second);
     }
+    // Accepted after the batch's reads, whatever order the backend reports
+    // them in (epoll: as they became ready; poll: as they are watched), so
+    // the closes a batch brings free their places under --max-connections
+    // before its new connections are counted.
+    if (new_connections) accept_all();
     take_returned();
     check_deadlines();
   }
