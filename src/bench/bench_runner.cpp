@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "engine/memory_plan.h"
+#include "platform/files.h"
 #include "store/store_manifest.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -336,10 +337,13 @@ std::string drop_expert_page_cache(const std::string& store_dir) {
           ++missing;  // a streamed store's expert not fetched yet: nothing cached
           continue;
         }
-        if (::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0) ++dropped;
+        if (platform::drop_page_cache(fd, 0, 0) == 0) ++dropped;
         else ++failed;
         ::close(fd);
       }
+  if (!platform::can_drop_page_cache())
+    return cat("page cache NOT dropped: this system has no posix_fadvise DONTNEED (", dropped + failed,
+               " expert files left as they are); cold runs read what is cached");
   return cat("page cache dropped (posix_fadvise DONTNEED) for ", dropped, " expert files",
              missing ? cat(", ", missing, " not on the drives") : std::string(),
              failed ? cat(", ", failed, " refused") : std::string());

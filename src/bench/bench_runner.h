@@ -148,7 +148,8 @@ std::vector<MetricSummary> summarize(const BenchResult& r, int config);
 std::vector<MetricSummary> summarize_ratios(const BenchResult& r);
 
 // Drops the page cache of every expert file of a store (posix_fadvise
-// DONTNEED); returns a line saying how many files were dropped and failed.
+// DONTNEED); returns a line saying how many files were dropped and failed
+// (or, where the system has no such call, that nothing was dropped).
 std::string drop_expert_page_cache(const std::string& store_dir);
 
 // Makes the prompts once the first model is loaded (its vocabulary and

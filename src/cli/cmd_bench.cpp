@@ -3,8 +3,6 @@
 // JSON and SVG. The measuring is bench/bench_runner.h, the output
 // bench/bench_report.h; this file is the options.
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,20 +74,13 @@ ModelArgs parse_vs(const std::string& text, const ModelArgs& base) {
   return b;
 }
 
-// The command line as run, for the JSON (the kernel keeps it NUL-separated).
+// The command line as run (recorded by main), for the JSON; words with blanks
+// or shell characters in single quotes.
 std::string command_line() {
-  // Read as a stream: /proc files report size 0, so a sized read gets nothing.
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  const std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::string out, word;
-  for (char c : raw) {
-    if (c != '\0') {
-      word += c;
-      continue;
-    }
+  std::string out;
+  for (const std::string& word : recorded_command_line()) {
     const bool plain = !word.empty() && word.find_first_of(" \t\"'\\$`") == std::string::npos;
     out += (out.empty() ? "" : " ") + (plain ? word : "'" + word + "'");
-    word.clear();
   }
   return out;
 }

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "platform/poller.h"
 #include "runtime/engine.h"
 #include "server/http_server.h"
 #include "util/error.h"
@@ -42,6 +43,9 @@ std::string default_model_name(const ModelArgs& a) {
 }
 
 int serve(ServeArgs a) {
+  // Checked before the model loads (a K3 spine takes minutes), so a wrong
+  // DELTAFIN_POLLER fails at once; the event loop reads it again.
+  const platform::PollerBackend poller = platform::poller_backend_from_env();
   if (a.server.model_name.empty()) a.server.model_name = default_model_name(a.model);
   EngineSettings so;
   so.max_tokens_ceiling = a.max_tokens;
@@ -77,6 +81,8 @@ int serve(ServeArgs a) {
                "at most %zu connections)\n",
                a.server.host.c_str(), port, a.server.model_name.c_str(), static_cast<long long>(engine.context_limit()),
                static_cast<double>(engine.session_budget_bytes()) / 1e6, a.server.queue, a.server.max_connections);
+  if (const char* p = std::getenv("DELTAFIN_POLLER"); p && *p)
+    std::fprintf(stderr, "serve: event loop: %s (DELTAFIN_POLLER)\n", platform::poller_name(poller));
   std::fflush(stderr);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);

@@ -9,7 +9,16 @@ std::vector<Command>& registry() {
   static std::vector<Command> commands;
   return commands;
 }
+
+std::vector<std::string>& command_line_words() {
+  static std::vector<std::string> words;
+  return words;
+}
 }  // namespace
+
+void record_command_line(int argc, char** argv) { command_line_words().assign(argv, argv + argc); }
+
+const std::vector<std::string>& recorded_command_line() { return command_line_words(); }
 
 void register_commands(CLI::App& app) {
   registry() = {add_run(app), add_logits(app), add_make_model(app), add_inspect(app), add_tokenize(app),

@@ -6,6 +6,8 @@
 
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace deltafin::cli {
 
@@ -16,6 +18,12 @@ struct Command {
 
 void register_commands(CLI::App& app);
 int run_selected(CLI::App& app);
+
+// The command line as main() got it, for `bench --json`. Kept from argv rather
+// than read back from /proc/self/cmdline, which only Linux has: one way on
+// every system.
+void record_command_line(int argc, char** argv);
+const std::vector<std::string>& recorded_command_line();
 
 // One function per subcommand; defined in cmd_<name>.cpp.
 Command add_inspect(CLI::App& app);

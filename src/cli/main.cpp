@@ -8,6 +8,7 @@
 #include "util/error.h"
 
 int main(int argc, char** argv) {
+  deltafin::cli::record_command_line(argc, argv);
   CLI::App app{"deltafin: run Kimi K3-architecture MoE models with experts streamed from SSD"};
   app.require_subcommand(1);
   deltafin::cli::register_commands(app);

@@ -1,68 +1,24 @@
 #include "engine/memory_plan.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "io/aligned_buffer.h"
+#include "platform/memory.h"
 #include "util/error.h"
 #include "util/progress.h"
 
 namespace deltafin {
 
-namespace {
-// "Key:   123 kB" from a /proc status-style file, in bytes; 0 when absent.
-uint64_t proc_kb_field(const char* path, const std::string& key) {
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(key + ":", 0) == 0) {
-      std::istringstream s(line.substr(key.size() + 1));
-      uint64_t kb = 0;
-      s >> kb;
-      return kb * 1024;
-    }
-  return 0;
-}
-
-uint64_t read_u64_file(const char* path) {
-  std::ifstream in(path);
-  uint64_t v = 0;
-  if (in >> v) return v;
-  return 0;
-}
-
-// The memory limit of the cgroup this process runs in (v1 "N:memory:/path" or
-// v2 "0::/path" in /proc/self/cgroup); 0 when there is none.
-uint64_t cgroup_memory_limit() {
-  std::ifstream in("/proc/self/cgroup");
-  std::string line;
-  uint64_t best = 0;
-  while (std::getline(in, line)) {
-    const size_t a = line.find(':'), b = line.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    std::string file;
-    if (controllers.empty()) file = "/sys/fs/cgroup" + path + "/memory.max";
-    else if (controllers.find("memory") != std::string::npos) file = "/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes";
-    else continue;
-    const uint64_t lim = read_u64_file(file.c_str());  // "max" reads as 0
-    if (lim > 0 && (best == 0 || lim < best)) best = lim;
-  }
-  return best;
-}
-}  // namespace
-
 uint64_t available_ram_bytes() {
-  uint64_t avail = proc_kb_field("/proc/meminfo", "MemAvailable");
+  uint64_t avail = platform::available_memory_bytes();
   // A memory cgroup caps us below what the machine has free.
-  const uint64_t lim = cgroup_memory_limit();
+  const uint64_t lim = platform::memory_limit_bytes();
   if (lim > 0 && lim < avail) avail = lim;
   return avail;
 }
 
-uint64_t peak_rss_bytes() { return proc_kb_field("/proc/self/status", "VmHWM"); }
-uint64_t current_rss_bytes() { return proc_kb_field("/proc/self/status", "VmRSS"); }
+uint64_t peak_rss_bytes() { return platform::peak_rss_bytes(); }
+uint64_t current_rss_bytes() { return platform::current_rss_bytes(); }
 
 MemoryPlan plan_memory(uint64_t spine_bytes, uint64_t record_bytes, uint64_t expert_count, int64_t k,
                        std::optional<double> cache_gb, double pin_gb, bool lookahead) {

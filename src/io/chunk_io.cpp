@@ -10,6 +10,7 @@
 
 #include "io/aligned_buffer.h"
 #include "io/test_hooks.h"
+#include "platform/files.h"
 #include "util/error.h"
 
 namespace deltafin {
@@ -37,40 +38,25 @@ std::string DriveFiles::note() const {
 int DriveFiles::open(const std::string& path, bool* direct) {
   *direct = false;
   if (direct_.load(std::memory_order_relaxed)) {
-#if defined(O_DIRECT)
-    int fd = -1;
     int err = g_direct_open_error.load();
     if (err == 0) {
-      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+      const int fd = platform::open_direct(path);
       if (fd >= 0) {
         *direct = true;
         return fd;
       }
-      err = errno;
+      err = -fd;
     }
     if (err != EINVAL) return -err;
     // Direct I/O refused by this file system: buffered from now on, said once.
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (note_.empty())
-        note_ = cat("direct I/O refused on ", root_, " (O_DIRECT open of ", path, ": ", std::strerror(EINVAL),
-                    "); using buffered reads + POSIX_FADV_DONTNEED");
+        note_ = cat("direct I/O refused on ", root_, " (", platform::direct_io_name(), " open of ", path, ": ",
+                    std::strerror(EINVAL), "); using buffered reads",
+                    platform::can_drop_page_cache() ? " + POSIX_FADV_DONTNEED" : " (the page cache keeps them here)");
     }
     direct_.store(false, std::memory_order_relaxed);
-#elif defined(__APPLE__)
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -errno;
-    if (::fcntl(fd, F_NOCACHE, 1) == 0) {
-      *direct = true;
-      return fd;
-    }
-    ::close(fd);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (note_.empty()) note_ = cat("F_NOCACHE refused on ", root_, "; using buffered reads");
-    }
-    direct_.store(false, std::memory_order_relaxed);
-#endif
   }
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   return fd >= 0 ? fd : -errno;
@@ -136,10 +122,7 @@ bool ChunkRead::advance(int64_t res, ChunkOutcome* out) {
 
 void ChunkRead::end() {
   if (fd_ < 0) return;
-#if defined(POSIX_FADV_DONTNEED)
-  if (!direct_ && done_ > 0)
-    ::posix_fadvise(fd_, static_cast<off_t>(job_.offset), static_cast<off_t>(done_), POSIX_FADV_DONTNEED);
-#endif
+  if (!direct_ && done_ > 0) platform::drop_page_cache(fd_, job_.offset, done_);
   ::close(fd_);
   fd_ = -1;
 }

@@ -35,9 +35,10 @@ struct ChunkOutcome {
   std::string error;         // what failed (the scheduler adds drive and path)
 };
 
-// How one drive's files are opened: O_DIRECT (F_NOCACHE on macOS) until the
-// file system refuses it with EINVAL (tmpfs on old kernels, some FUSE), then
-// buffered reads + POSIX_FADV_DONTNEED for good, with a note saying so.
+// How one drive's files are opened: direct (platform/files.h: O_DIRECT, or
+// F_NOCACHE on macOS) until the file system refuses it with EINVAL (tmpfs on
+// old kernels, some FUSE), then buffered reads + POSIX_FADV_DONTNEED (where the
+// system has it) for good, with a note saying so.
 class DriveFiles {
 public:
   DriveFiles(bool direct, std::string root);

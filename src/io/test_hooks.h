@@ -7,7 +7,8 @@ namespace deltafin::io_test_hooks {
 
 // Non-zero: io_uring setup in the next readers fails with this errno (EPERM, ENOSYS).
 void set_uring_init_error(int err);
-// Non-zero: every O_DIRECT open fails with this errno (EINVAL = direct I/O refused).
+// Non-zero: every direct open (O_DIRECT, F_NOCACHE on macOS) fails with this
+// errno (EINVAL = direct I/O refused).
 void set_direct_open_error(int err);
 
 }  // namespace deltafin::io_test_hooks

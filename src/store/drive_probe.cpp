@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "platform/files.h"
 #include "util/error.h"
 
 namespace deltafin {
@@ -48,6 +49,11 @@ struct Fd {
 
 }  // namespace
 
+std::string DriveProbeResult::method() const {
+  return direct ? cat("probed with ", platform::direct_io_name())
+                : cat("probed with buffered reads (", platform::direct_io_name(), " refused)");
+}
+
 DriveProbeResult probe_drive(const std::string& dir, uint64_t file_bytes, double max_seconds) {
   file_bytes = std::max<uint64_t>(kBlock, file_bytes / kBlock * kBlock);
   const std::string path = dir + "/deltafin-probe.tmp-" + std::to_string(::getpid());
@@ -71,17 +77,18 @@ DriveProbeResult probe_drive(const std::string& dir, uint64_t file_bytes, double
         fail(dir, ": writing the bandwidth probe file ", path, " failed: ", std::strerror(errno));
     }
     if (::fsync(w.fd) != 0) fail(dir, ": fsync of the bandwidth probe file failed: ", std::strerror(errno));
-    ::posix_fadvise(w.fd, 0, 0, POSIX_FADV_DONTNEED);  // so a buffered fallback reads the drive
+    platform::drop_page_cache(w.fd, 0, 0);  // so a buffered fallback reads the drive
   }
 
   Fd rd;
-  rd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-  if (rd.fd < 0 && errno == EINVAL) {
+  rd.fd = platform::open_direct(path);
+  if (rd.fd == -EINVAL) {
     r.direct = false;
     rd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (rd.fd >= 0) ::posix_fadvise(rd.fd, 0, 0, POSIX_FADV_DONTNEED);
+    if (rd.fd >= 0) platform::drop_page_cache(rd.fd, 0, 0);
+    else rd.fd = -errno;
   }
-  if (rd.fd < 0) fail(dir, ": cannot read the bandwidth probe file ", path, ": ", std::strerror(errno));
+  if (rd.fd < 0) fail(dir, ": cannot read the bandwidth probe file ", path, ": ", std::strerror(-rd.fd));
 
   const uint64_t blocks = file_bytes / kBlock;
   std::atomic<uint64_t> next{0}, done_bytes{0};

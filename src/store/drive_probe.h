@@ -11,10 +11,11 @@ namespace deltafin {
 
 struct DriveProbeResult {
   double bytes_per_s = 0;
-  bool direct = true;  // false: O_DIRECT was refused (e.g. tmpfs); buffered reads after POSIX_FADV_DONTNEED
+  bool direct = true;  // false: direct I/O was refused (e.g. tmpfs); buffered reads after dropping the page cache
   uint64_t bytes_read = 0;
   double seconds = 0;
-  std::string method() const { return direct ? "probed with O_DIRECT" : "probed with buffered reads (O_DIRECT refused)"; }
+  // "probed with O_DIRECT" (F_NOCACHE on macOS), or "probed with buffered reads (O_DIRECT refused)".
+  std::string method() const;
 };
 
 // Reads at most `file_bytes` (a multiple of 4 MiB) or for about `max_seconds`,

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "platform/files.h"
 #include "store/store_manifest.h"
 #include "util/crc32c.h"
 #include "util/error.h"
@@ -129,7 +130,7 @@ void HashJournal::record(int64_t layer, int64_t expert, const ExpertHash& h) {
   const off_t at = static_cast<off_t>(i * kSlotBytes);
   if (::pwrite(fd_, s, kSlotBytes, at) != static_cast<ssize_t>(kSlotBytes))
     fail(path_, ": cannot record the hash of layer ", layer, " expert ", expert, ": ", std::strerror(errno));
-  if (::fdatasync(fd_) != 0) fail(path_, ": fdatasync: ", std::strerror(errno));
+  if (platform::sync_data(fd_) != 0) fail(path_, ": ", platform::sync_data_name(), ": ", std::strerror(errno));
   slots_[i] = h;
 }
 

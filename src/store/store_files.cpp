@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "platform/files.h"
 #include "util/crc32c.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -33,7 +34,7 @@ Sha256Digest hash_files(const std::vector<std::string>& paths, bool drop_cache, 
   if (crcs) crcs->clear();
   for (const std::string& path : paths) {
     File f = File::open_read(path);
-    if (drop_cache) ::posix_fadvise(f.fd(), 0, 0, POSIX_FADV_DONTNEED);
+    if (drop_cache) platform::drop_page_cache(f.fd(), 0, 0);
     const uint64_t size = f.size();
     uint32_t c = 0;
     buf.resize(std::max<size_t>(buf.size(), static_cast<size_t>(std::min<uint64_t>(size, 8u << 20))));

@@ -5,8 +5,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "platform/socket.h"
 #include "util/error.h"
 
 namespace deltafin::http {
@@ -22,6 +21,9 @@ namespace deltafin::http {
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+using platform::kReadable;
+using platform::kWritable;
 
 // How long a connection whose request was refused keeps being read (and the
 // bytes dropped) after its error response, so the client sees the response
@@ -50,7 +52,7 @@ std::string peer_name(const sockaddr_storage& a) {
 void send_now(int fd, const std::string& bytes) {
   size_t at = 0;
   while (at < bytes.size()) {
-    const ssize_t n = ::send(fd, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n = ::send(fd, bytes.data() + at, bytes.size() - at, platform::kSendNoSignal | MSG_DONTWAIT);
     if (n > 0) at += static_cast<size_t>(n);
     else if (n < 0 && errno == EINTR) continue;
     else break;
@@ -126,13 +128,13 @@ struct ConnectionLoop::Connection {
 
 ConnectionLoop::ConnectionLoop(LoopOptions options, Handler handler, LaneChooser slow, ErrorBody error_body)
     : o_(options), handler_(std::move(handler)), slow_(std::move(slow)), error_body_(std::move(error_body)) {
-  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (epoll_fd_ < 0 || wake_fd_ < 0) fail("serve: cannot create the event loop: ", std::strerror(errno));
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = wake_fd_;
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  const platform::PollerBackend backend = o_.poller ? *o_.poller : platform::poller_backend_from_env();
+  std::string why;
+  poller_ = platform::make_poller(backend, &why);
+  if (poller_) wakeup_ = platform::Wakeup::make(platform::wakeup_kind_for(backend), &why);
+  if (!poller_ || !wakeup_) fail("serve: cannot create the event loop (", platform::poller_name(backend), "): ", why);
+  if (!poller_->add(wakeup_->fd(), kReadable))
+    fail("serve: cannot create the event loop: watching its wake-up: ", std::strerror(errno));
 }
 
 ConnectionLoop::~ConnectionLoop() {
@@ -140,8 +142,6 @@ ConnectionLoop::~ConnectionLoop() {
   slow_lane_.reset();
   for (auto& [fd, c] : conns_) ::close(fd);
   if (listen_fd_ >= 0) ::close(listen_fd_);
-  ::close(wake_fd_);
-  ::close(epoll_fd_);
 }
 
 int ConnectionLoop::bind(const std::string& host, int port) {
@@ -154,7 +154,7 @@ int ConnectionLoop::bind(const std::string& host, int port) {
     fail("serve: cannot resolve --host ", host, ": ", gai_strerror(rc));
   std::string why = "no address";
   for (addrinfo* a = res; a; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    const int fd = platform::open_socket(a->ai_family, a->ai_socktype, a->ai_protocol);
     if (fd < 0) continue;
     // SO_REUSEADDR only: a restart may take a port in TIME_WAIT, while a port
     // another server listens on stays an error (SO_REUSEPORT would split the
@@ -175,17 +175,11 @@ int ConnectionLoop::bind(const std::string& host, int port) {
   ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&local), &len);
   const int bound = local.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port)
                                                  : ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = listen_fd_;
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  if (!poller_->add(listen_fd_, kReadable)) fail("serve: cannot watch the listening socket: ", std::strerror(errno));
   return bound;
 }
 
-void ConnectionLoop::wake() {
-  const uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
-}
+void ConnectionLoop::wake() { wakeup_->signal(); }
 
 void ConnectionLoop::stop() {
   stopping_.store(true);
@@ -207,20 +201,19 @@ void ConnectionLoop::run() {
   if (listen_fd_ < 0) fail("serve: run() before bind()");
   quick_ = std::make_unique<Lane>(o_.quick_threads);
   slow_lane_ = std::make_unique<Lane>(o_.slow_threads);
-  std::vector<epoll_event> events(256);
+  std::vector<platform::PollEvent> events;
   while (!stopping_.load()) {
-    const int n = ::epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), next_timeout_ms());
+    const int n = poller_->wait(next_timeout_ms(), &events);
     if (n < 0 && errno != EINTR) break;
-    for (int i = 0; i < n; ++i) {
-      const int fd = events[static_cast<size_t>(i)].data.fd;
-      if (fd == wake_fd_) {
-        uint64_t v;
-        while (::read(wake_fd_, &v, sizeof v) > 0) {
-        }
+    bool new_connections = false;
+    for (const platform::PollEvent& ev : events) {
+      const int fd = ev.fd;
+      if (fd == wakeup_->fd()) {
+        wakeup_->drain();
         continue;
       }
       if (fd == listen_fd_) {
-        accept_all();
+        new_connections = true;
         continue;
       }
       auto it = conns_.find(fd);
@@ -228,12 +221,18 @@ void ConnectionLoop::run() {
       if (it->second->phase == Connection::Phase::Writing) on_writable(*it->second);
       else if (it->second->phase != Connection::Phase::Busy) on_readable(*it->second);
     }
+    // Accepted after the batch's reads, whatever order the backend reports
+    // them in (epoll: as they became ready; poll: as they are watched), so
+    // the closes a batch brings free their places under --max-connections
+    // before its new connections are counted.
+    if (new_connections) accept_all();
     take_returned();
     check_deadlines();
   }
   // Shut down: no new connections; those not held by a worker are closed;
   // the workers finish what they hold (the handler sees the stop through its
   // own flag) and their connections are closed after them.
+  poller_->remove(listen_fd_);  // fails harmlessly while accepting is paused
   ::close(listen_fd_);
   listen_fd_ = -1;
   std::vector<int> idle;
@@ -252,13 +251,13 @@ void ConnectionLoop::accept_all() {
   for (;;) {
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
-    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int fd = platform::accept_connection(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         // The listening socket stays readable while the backlog waits: stop
         // watching it for a moment instead of waking on it in a busy loop.
-        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+        poller_->remove(listen_fd_);
         accept_paused_until_ = Clock::now() + std::chrono::milliseconds(100);
         if (o_.log) std::fprintf(stderr, "serve: out of file descriptors; accepting again in 100 ms\n");
       }
@@ -283,10 +282,10 @@ void ConnectionLoop::accept_all() {
     c->peer = peer_name(addr);
     c->parser = RequestParser(o_.request);
     c->deadline = Clock::now() + o_.header_timeout;
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP;
-    ev.data.fd = fd;
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+    if (!poller_->add(fd, kReadable)) {  // out of memory for the watch: as if never accepted
+      ::close(fd);
+      continue;
+    }
     conns_[fd] = std::move(c);
     accepted_++;
     open_.store(conns_.size());
@@ -353,7 +352,7 @@ void ConnectionLoop::parse(Connection& c) {
 
 void ConnectionLoop::dispatch(Connection& c) {
   c.phase = Connection::Phase::Busy;
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+  poller_->remove(c.fd);
   Request req = c.parser.take_request();
   // The body stays counted until the worker gives the connection back: a
   // queue of requests waiting for a worker holds their bodies too.
@@ -401,7 +400,7 @@ void ConnectionLoop::close_connection(int fd) {
   if (it == conns_.end()) return;
   buffered_ -= it->second->held;
   buffered_now_.store(buffered_);
-  if (it->second->phase != Connection::Phase::Busy) ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  if (it->second->phase != Connection::Phase::Busy) poller_->remove(fd);
   ::close(fd);
   conns_.erase(it);
   open_.store(conns_.size());
@@ -430,10 +429,7 @@ void ConnectionLoop::take_returned() {
     c.out = std::move(r.unsent);
     c.close_after_write = !reusable;
     c.deadline = Clock::now() + o_.write_timeout;
-    epoll_event ev{};
-    ev.events = EPOLLOUT;
-    ev.data.fd = r.fd;
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, r.fd, &ev);
+    poller_->add(r.fd, kWritable);
     on_writable(c);
   }
 }
@@ -445,10 +441,8 @@ void ConnectionLoop::start_reading(Connection& c) {
   c.idle = c.in.empty();
   c.deadline = Clock::now() + (c.idle ? o_.idle_timeout : o_.header_timeout);
   account(c);
-  epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLRDHUP;
-  ev.data.fd = c.fd;
-  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev) != 0) ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c.fd, &ev);
+  // Watched for writing after a long response, or not at all after a worker held it.
+  if (!poller_->modify(c.fd, kReadable)) poller_->add(c.fd, kReadable);
   if (!c.in.empty()) parse(c);
 }
 
@@ -456,7 +450,7 @@ void ConnectionLoop::start_reading(Connection& c) {
 void ConnectionLoop::on_writable(Connection& c) {
   size_t at = 0;
   while (at < c.out.size()) {
-    const ssize_t n = ::send(c.fd, c.out.data() + at, c.out.size() - at, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n = ::send(c.fd, c.out.data() + at, c.out.size() - at, platform::kSendNoSignal | MSG_DONTWAIT);
     if (n > 0) {
       at += static_cast<size_t>(n);
       continue;
@@ -466,7 +460,7 @@ void ConnectionLoop::on_writable(Connection& c) {
     return close_connection(c.fd);  // the client is gone
   }
   c.out.erase(0, at);
-  if (!c.out.empty()) return;  // EPOLLOUT brings us back
+  if (!c.out.empty()) return;  // kWritable brings us back
   std::string().swap(c.out);
   if (c.close_after_write) return close_connection(c.fd);
   start_reading(c);
@@ -476,10 +470,7 @@ void ConnectionLoop::check_deadlines() {
   const auto now = Clock::now();
   if (accept_paused_until_ != Clock::time_point{} && now >= accept_paused_until_ && listen_fd_ >= 0) {
     accept_paused_until_ = {};
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = listen_fd_;
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+    poller_->add(listen_fd_, kReadable);
   }
   std::vector<int> late;
   for (auto& [fd, c] : conns_)

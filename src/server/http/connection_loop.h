@@ -1,4 +1,5 @@
-// The HTTP server's sockets: one event-loop thread (epoll) accepts
+// The HTTP server's sockets: one event-loop thread (platform/poller.h: epoll
+// on Linux, poll(2) elsewhere or with DELTAFIN_POLLER=poll) accepts
 // connections and reads every request to its end, under deadlines and
 // limits, and only then hands it to a worker; workers write the responses.
 //
@@ -35,10 +36,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "platform/poller.h"
+#include "platform/wakeup.h"
 #include "server/http/exchange.h"
 #include "server/http/request_parser.h"
 
@@ -55,6 +59,8 @@ struct LoopOptions {
   size_t quick_threads = 2;
   size_t slow_threads = 12;
   bool log = true;  // protocol errors and timeouts, one line each on stderr
+  // Unset: DELTAFIN_POLLER's choice, else this system's default (epoll on Linux).
+  std::optional<platform::PollerBackend> poller;
 };
 
 // Runs one request: answers it through the exchange (a handler that does not
@@ -88,6 +94,7 @@ public:
     uint64_t buffered_bytes = 0;         // request bytes held now
   };
   Stats stats() const;
+  platform::PollerBackend poller_backend() const { return poller_->backend(); }
 
 private:
   struct Connection;
@@ -117,7 +124,9 @@ private:
   Handler handler_;
   LaneChooser slow_;
   ErrorBody error_body_;
-  int listen_fd_ = -1, epoll_fd_ = -1, wake_fd_ = -1;
+  int listen_fd_ = -1;
+  std::unique_ptr<platform::Poller> poller_;
+  std::unique_ptr<platform::Wakeup> wakeup_;  // workers -> loop: a connection is back, or stop()
   std::atomic<bool> stopping_{false};
   std::map<int, std::unique_ptr<Connection>> conns_;  // loop thread only
   std::unique_ptr<Lane> quick_, slow_lane_;

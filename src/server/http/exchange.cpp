@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "platform/socket.h"
+
 namespace deltafin::http {
 
 const char* reason_phrase(int status) {
@@ -58,7 +60,7 @@ void Exchange::push(std::string_view data) {
   unsent_.append(data);
   size_t at = 0;
   while (at < unsent_.size()) {
-    const ssize_t n = ::send(fd_, unsent_.data() + at, unsent_.size() - at, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n = ::send(fd_, unsent_.data() + at, unsent_.size() - at, platform::kSendNoSignal | MSG_DONTWAIT);
     if (n > 0) {
       at += static_cast<size_t>(n);
       continue;
@@ -119,9 +121,9 @@ void Exchange::end_stream() {
 
 bool Exchange::peer_closed() const {
   if (failed_) return true;
-  pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+  pollfd p{fd_, static_cast<short>(POLLIN | platform::kPollPeerClosed), 0};
   if (::poll(&p, 1, 0) <= 0) return false;
-  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
+  if (p.revents & (platform::kPollPeerClosed | POLLHUP | POLLERR | POLLNVAL)) return true;
   if (p.revents & POLLIN) {
     // Readable: either the next pipelined request (bytes) or an orderly close (0).
     char c;
