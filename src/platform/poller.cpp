@@ -17,6 +17,14 @@ PollerBackend default_poller_backend() {
 #endif
 }
 
+std::vector<PollerBackend> poller_backends_here() {
+#if defined(__linux__)
+  return {PollerBackend::Epoll, PollerBackend::Poll};
+#else
+  return {PollerBackend::Poll};
+#endif
+}
+
 PollerBackend poller_backend_from_env() {
   const char* v = std::getenv("DELTAFIN_POLLER");
   if (v == nullptr || *v == '\0') return default_poller_backend();

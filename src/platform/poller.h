@@ -51,6 +51,8 @@ public:
 const char* poller_name(PollerBackend backend);
 // This system's choice: epoll on Linux, poll everywhere else.
 PollerBackend default_poller_backend();
+// Every backend built here, the default first (tests run each of them).
+std::vector<PollerBackend> poller_backends_here();
 // DELTAFIN_POLLER's choice (epoll or poll), or the default when it is unset
 // or empty. Any other value, and epoll where it is not built, throws
 // deltafin::Error naming the variable and the values allowed here.

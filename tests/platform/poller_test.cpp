@@ -69,14 +69,6 @@ uint32_t events_for(const std::vector<PollEvent>& ready, int fd) {
   return e;
 }
 
-std::vector<PollerBackend> backends_here() {
-#if defined(__linux__)
-  return {PollerBackend::Epoll, PollerBackend::Poll};
-#else
-  return {PollerBackend::Poll};
-#endif
-}
-
 class PollerTest : public ::testing::TestWithParam<PollerBackend> {
 protected:
   void SetUp() override {
@@ -198,7 +190,7 @@ TEST_P(PollerTest, APeersCloseMakesTheSocketReadable) {
   EXPECT_EQ(::read(s.a, &c, 1), 0);  // what the loop reads to learn it
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, PollerTest, ::testing::ValuesIn(backends_here()),
+INSTANTIATE_TEST_SUITE_P(Backends, PollerTest, ::testing::ValuesIn(poller_backends_here()),
                          [](const ::testing::TestParamInfo<PollerBackend>& i) { return poller_name(i.param); });
 
 // DELTAFIN_POLLER, set and restored around each case (ctest runs every case in

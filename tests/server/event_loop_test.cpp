@@ -95,14 +95,6 @@ TEST(HttpEventLoop, AnUnknownDeltafinPollerIsAnErrorNamingIt) {
   EXPECT_NE(message.find("DELTAFIN_POLLER=select"), std::string::npos) << message;
 }
 
-std::vector<PollerBackend> backends_here() {
-#if defined(__linux__)
-  return {PollerBackend::Epoll, PollerBackend::Poll};
-#else
-  return {PollerBackend::Poll};
-#endif
-}
-
 class EventLoopBackend : public ::testing::TestWithParam<PollerBackend> {
 protected:
   LoopOptions options() const {
@@ -161,7 +153,7 @@ TEST_P(EventLoopBackend, AHeaderBlockThatNeverEndsGets408) {
   EXPECT_EQ(l.loop().stats().timeouts, 1u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, EventLoopBackend, ::testing::ValuesIn(backends_here()),
+INSTANTIATE_TEST_SUITE_P(Backends, EventLoopBackend, ::testing::ValuesIn(platform::poller_backends_here()),
                          [](const ::testing::TestParamInfo<PollerBackend>& i) { return platform::poller_name(i.param); });
 
 }  // namespace
