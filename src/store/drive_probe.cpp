@@ -7,7 +7,6 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -15,6 +14,7 @@
 
 #include "platform/files.h"
 #include "util/error.h"
+#include "util/weight_memory.h"
 
 namespace deltafin {
 
@@ -22,17 +22,6 @@ namespace {
 
 constexpr uint64_t kBlock = 4u << 20;
 constexpr int kThreads = 4;
-
-struct AlignedFree {
-  void operator()(uint8_t* p) const { std::free(p); }
-};
-using AlignedBytes = std::unique_ptr<uint8_t, AlignedFree>;
-
-AlignedBytes aligned_block() {
-  void* p = nullptr;
-  if (::posix_memalign(&p, 4096, kBlock) != 0) fail("drive probe: out of memory");
-  return AlignedBytes(static_cast<uint8_t*>(p));
-}
 
 // Removes the probe file however the probe ends.
 struct Unlinker {
@@ -62,7 +51,7 @@ DriveProbeResult probe_drive(const std::string& dir, uint64_t file_bytes, double
 
   {
     // Random-ish bytes: a drive that compresses or dedups zeros would look too fast.
-    AlignedBytes buf = aligned_block();
+    WeightBuffer buf = alloc_weight_buffer(kBlock, 4096);  // O_DIRECT alignment
     uint64_t x = 0x9e3779b97f4a7c15ull;
     for (uint64_t i = 0; i < kBlock; i += 8) {
       x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -97,7 +86,7 @@ DriveProbeResult probe_drive(const std::string& dir, uint64_t file_bytes, double
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + std::chrono::duration<double>(max_seconds);
   auto reader = [&] {
-    AlignedBytes buf = aligned_block();
+    WeightBuffer buf = alloc_weight_buffer(kBlock, 4096);  // O_DIRECT alignment
     for (;;) {
       const uint64_t b = next.fetch_add(1);
       if (b >= blocks || failed || std::chrono::steady_clock::now() >= deadline) return;

@@ -1,7 +1,5 @@
 #include "model/common/expert_source.h"
 
-#include <algorithm>
-
 #include "util/error.h"
 #include "util/weight_memory.h"
 
@@ -16,16 +14,15 @@ void ExpertSource::for_each_ready(int64_t layer, std::span<const int64_t> expert
 }
 
 ResidentExpertSource::ResidentExpertSource(int64_t layers, int64_t experts, std::span<const int64_t> moe_layers,
-                                           const ReadRecord& read)
+                                           uint64_t record_bytes, const ReadRecord& read)
     : layers_(layers), experts_(experts) {
   records_.resize(static_cast<size_t>(layers_ * experts_));
   for (int64_t l : moe_layers)
     for (int64_t e = 0; e < experts_; ++e) {
-      // Copied into huge-page-backed memory (util/weight_memory.h): decode
-      // streams every routed record once per use.
-      const std::vector<uint8_t> bytes = read(l, e);
-      WeightBuffer b = alloc_weight_buffer(bytes.size(), 64);
-      std::copy(bytes.begin(), bytes.end(), b.get());
+      // Read straight into huge-page-backed memory (util/weight_memory.h):
+      // decode streams every routed record once per use.
+      WeightBuffer b = alloc_weight_buffer(record_bytes, 64);
+      read(l, e, b.get());
       records_[static_cast<size_t>(l * experts_ + e)] = std::shared_ptr<const uint8_t>(b.release(), WeightMemoryFree{});
     }
 }

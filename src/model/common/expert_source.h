@@ -51,8 +51,10 @@ public:
 // read(layer, expert) (the family's checkpoint reader): the resident reference.
 class ResidentExpertSource : public ExpertSource {
 public:
-  using ReadRecord = std::function<std::vector<uint8_t>(int64_t layer, int64_t expert)>;
-  ResidentExpertSource(int64_t layers, int64_t experts, std::span<const int64_t> moe_layers, const ReadRecord& read);
+  // Writes the record_bytes of (layer, expert) to out.
+  using ReadRecord = std::function<void(int64_t layer, int64_t expert, uint8_t* out)>;
+  ResidentExpertSource(int64_t layers, int64_t experts, std::span<const int64_t> moe_layers, uint64_t record_bytes,
+                       const ReadRecord& read);
   ExpertHandle get(int64_t layer, int64_t expert) override;
 
 private:

@@ -80,16 +80,20 @@ TensorRef K3Checkpoint::tensor(const std::string& name) const {
   return t;
 }
 
-std::vector<uint8_t> K3Checkpoint::read_expert_record(int64_t layer, int64_t expert) const {
+void K3Checkpoint::read_expert_record_into(int64_t layer, int64_t expert, uint8_t* out) const {
   if (layer < 1 || layer >= config.num_hidden_layers || expert < 0 || expert >= config.num_experts)
     fail(dir, ": no routed expert (layer ", layer, ", expert ", expert, ")");
-  std::vector<uint8_t> record(k3_expert_record_bytes(config));
   uint64_t off = 0;
   for (const TensorSpec& s : k3_expert_tensors(config, layer, expert)) {
     TensorRef t = tensor(s.name);
-    t.shard->read(*t.info, record.data() + off);
+    t.shard->read(*t.info, out + off);
     off += t.info->bytes();
   }
+}
+
+std::vector<uint8_t> K3Checkpoint::read_expert_record(int64_t layer, int64_t expert) const {
+  std::vector<uint8_t> record(k3_expert_record_bytes(config));
+  read_expert_record_into(layer, expert, record.data());
   return record;
 }
 

@@ -24,6 +24,8 @@ struct K3Checkpoint {
   TensorRef tensor(const std::string& name) const;
   // Raw bytes of one routed expert's record (§5.1): the six tensors concatenated.
   std::vector<uint8_t> read_expert_record(int64_t layer, int64_t expert) const;
+  // The same bytes written to out (k3_expert_record_bytes(config) of them).
+  void read_expert_record_into(int64_t layer, int64_t expert, uint8_t* out) const;
 };
 
 struct BindReport {

@@ -154,8 +154,9 @@ std::unique_ptr<ResidentExpertSource> load_resident_k3_experts(const K3Checkpoin
   std::vector<int64_t> moe_layers;
   for (int64_t l = 0; l < k.config.num_hidden_layers; ++l)
     if (k.config.is_moe_layer(l)) moe_layers.push_back(l);
-  return std::make_unique<ResidentExpertSource>(k.config.num_hidden_layers, k.config.num_experts, moe_layers,
-                                                [&](int64_t l, int64_t e) { return k.read_expert_record(l, e); });
+  return std::make_unique<ResidentExpertSource>(
+      k.config.num_hidden_layers, k.config.num_experts, moe_layers, k3_expert_record_bytes(k.config),
+      [&](int64_t l, int64_t e, uint8_t* out) { k.read_expert_record_into(l, e, out); });
 }
 
 }  // namespace deltafin

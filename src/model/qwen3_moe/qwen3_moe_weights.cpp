@@ -106,28 +106,34 @@ Qwen3MoeWeights load_qwen3_moe_weights(const Qwen3MoeConfig& c, SpineTensorSourc
   return w;
 }
 
-std::vector<uint8_t> read_qwen3_moe_expert_record(const Qwen3MoeConfig& c, const Checkpoint& ck, int64_t l,
-                                                  int64_t e) {
+void read_qwen3_moe_expert_record_into(const Qwen3MoeConfig& c, const Checkpoint& ck, int64_t l, int64_t e,
+                                       uint8_t* out) {
   if (l < 0 || l >= c.base.num_hidden_layers || !c.is_moe_layer(l) || e < 0 || e >= c.num_experts)
     fail(ck.dir(), ": no routed expert (layer ", l, ", expert ", e, ")");
   const uint64_t d = c.base.hidden_size, I = c.moe_intermediate_size, part = c.expert_tensor_bytes();
   const std::vector<std::string> names = qwen3_moe_expert_tensor_names(l, e);
   const std::vector<uint64_t> shapes[3] = {{I, d}, {I, d}, {d, I}};
-  std::vector<uint8_t> record(c.expert_record_bytes());
   for (size_t i = 0; i < 3; ++i) {
     TensorRef ref = ck.find(names[i]);
     if (!ref) fail(ck.dir(), ": tensor '", names[i], "' is missing");
     if (ref.info->dtype != DType::BF16 || ref.info->shape != shapes[i])
       fail(ref.shard->path(), ": tensor '", names[i], "' is ", dtype_name(ref.info->dtype), " of another shape than [",
            shapes[i][0], ", ", shapes[i][1], "] BF16 from config.json");
-    ref.shard->read(*ref.info, record.data() + i * part);
+    ref.shard->read(*ref.info, out + i * part);
   }
+}
+
+std::vector<uint8_t> read_qwen3_moe_expert_record(const Qwen3MoeConfig& c, const Checkpoint& ck, int64_t l,
+                                                  int64_t e) {
+  std::vector<uint8_t> record(c.expert_record_bytes());
+  read_qwen3_moe_expert_record_into(c, ck, l, e, record.data());
   return record;
 }
 
 std::unique_ptr<ResidentExpertSource> load_resident_qwen3_moe_experts(const Qwen3MoeConfig& c, const Checkpoint& ck) {
-  return std::make_unique<ResidentExpertSource>(c.base.num_hidden_layers, c.num_experts, c.moe_layers(),
-                                                [&](int64_t l, int64_t e) { return read_qwen3_moe_expert_record(c, ck, l, e); });
+  return std::make_unique<ResidentExpertSource>(
+      c.base.num_hidden_layers, c.num_experts, c.moe_layers(), c.expert_record_bytes(),
+      [&](int64_t l, int64_t e, uint8_t* out) { read_qwen3_moe_expert_record_into(c, ck, l, e, out); });
 }
 
 }  // namespace deltafin

@@ -58,6 +58,9 @@ Qwen3MoeWeights load_qwen3_moe_weights(const Qwen3MoeConfig& config, SpineTensor
 // One expert record read from the checkpoint (dtype and shape checked).
 std::vector<uint8_t> read_qwen3_moe_expert_record(const Qwen3MoeConfig& config, const Checkpoint& checkpoint,
                                                   int64_t layer, int64_t expert);
+// The same bytes written to out (config.expert_record_bytes() of them).
+void read_qwen3_moe_expert_record_into(const Qwen3MoeConfig& config, const Checkpoint& checkpoint, int64_t layer,
+                                       int64_t expert, uint8_t* out);
 
 // Every expert of every MoE layer in RAM: the resident reference.
 std::unique_ptr<ResidentExpertSource> load_resident_qwen3_moe_experts(const Qwen3MoeConfig& config,
