@@ -225,8 +225,8 @@ void StreamingExpertSource::cancel_stale(int64_t layer, std::span<const int64_t>
   }
 }
 
-void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_t> experts,
-                                           const std::function<void(size_t, const uint8_t*)>& use) {
+void StreamingExpertSource::for_each_ready_group(int64_t layer, std::span<const int64_t> experts,
+                                                 const std::function<void(std::span<const ReadyExpert>)>& use) {
   // One slice of a layer asked for in several (begin_layer): the layer's
   // bookkeeping (lost predictions, stale ones cancelled against the whole
   // union) happens at its first slice, its end-of-layer steps at its last.
@@ -293,20 +293,40 @@ void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_
     }
     return false;
   };
-  // Computes a slot that is no longer loading and gives it back.
-  auto finish = [&](const Held& h) {
-    const bool ok = cache_->state(h.slot) == ExpertCache::State::Ready;
-    const std::string err = ok ? std::string() : cache_->error(h.slot);
-    if (ok) {
-      try {
-        use(h.index, cache_->data(h.slot));
-      } catch (...) {
-        cache_->release(h.slot);
-        throw;
+  // Computes slots that are no longer loading, as one group, and gives them
+  // back (taken out of `held` first, so the handler below releases each once).
+  // A failed read fails the request without computing any of them.
+  auto finish = [&](std::vector<Held>& held) {
+    std::vector<Held> group;
+    group.swap(held);
+    std::vector<ReadyExpert> ready_group;
+    std::string err;
+    for (const Held& h : group) {
+      if (cache_->state(h.slot) == ExpertCache::State::Ready) {
+        ready_group.push_back({h.index, cache_->data(h.slot)});
+      } else if (err.empty()) {
+        err = cache_->error(h.slot);
+        if (err.empty()) err = cat("layer ", layer, " expert ", experts[h.index], ": read failed");
       }
     }
-    cache_->release(h.slot);
-    if (!ok) fail(err.empty() ? cat("layer ", layer, " expert ", experts[h.index], ": read failed") : err);
+    try {
+      if (err.empty()) use(ready_group);
+    } catch (...) {
+      for (const Held& h : group) cache_->release(h.slot);
+      throw;
+    }
+    for (const Held& h : group) cache_->release(h.slot);
+    if (!err.empty()) fail(err);
+  };
+  // Moves the pending slots whose reads have landed to `ready`.
+  auto collect_landed = [&] {
+    for (size_t j = 0; j < pending.size();)
+      if (cache_->state(pending[j].slot) != ExpertCache::State::Loading) {
+        ready.push_back(pending[j]);
+        pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(j));
+      } else {
+        ++j;
+      }
   };
 
   try {
@@ -322,11 +342,7 @@ void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_
       if (!take(i)) deferred.push_back(i);
     for (;;) {
       // Hits first (a deferred expert may also turn out a hit): compute while the misses are read.
-      while (!ready.empty()) {
-        Held h = ready.back();
-        ready.pop_back();
-        finish(h);
-      }
+      if (!ready.empty()) finish(ready);
       while (next_deferred < deferred.size() && take(deferred[next_deferred])) ++next_deferred;
       // While slices of this layer are still to come, a released slot is theirs.
       if (next_deferred == deferred.size() && !more_slices) issue_deferred(layer);
@@ -345,9 +361,10 @@ void StreamingExpertSource::for_each_ready(int64_t layer, std::span<const int64_
       last_landed = std::chrono::steady_clock::now();
       const double waited = seconds_since(t0);
       c_.wait_s += waited, c_.layer_wait_s[li] += waited;
-      Held h = pending[j];
+      ready.push_back(pending[j]);
       pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(j));
-      finish(h);
+      collect_landed();  // and every other read that has landed meanwhile
+      finish(ready);
     }
     if (!more_slices) {
       landed_layer_ = layer;

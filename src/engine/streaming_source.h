@@ -64,8 +64,8 @@ public:
                         Monitor* monitor, int64_t experts_per_token);
 
   ExpertHandle get(int64_t layer, int64_t expert) override;
-  void for_each_ready(int64_t layer, std::span<const int64_t> experts,
-                      const std::function<void(size_t, const uint8_t*)>& use) override;
+  void for_each_ready_group(int64_t layer, std::span<const int64_t> experts,
+                            const std::function<void(std::span<const ReadyExpert>)>& use) override;
   void prefetch(int64_t layer, std::span<const int64_t> experts) override;
   void begin_layer(int64_t layer, std::span<const int64_t> union_experts, size_t requests) override;
   void begin_pass(size_t positions) override;

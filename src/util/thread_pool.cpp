@@ -1,5 +1,6 @@
 #include "util/thread_pool.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace deltafin {
@@ -112,6 +113,20 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
   for (const std::exception_ptr& e : errors_) {
     if (e) std::rethrow_exception(e);
   }
+}
+
+void ThreadPool::for_each_task(size_t n, const std::function<void(size_t)>& task) {
+  std::atomic<size_t> next{0};
+  parallel_for(std::min(n, static_cast<size_t>(size_)), [&](size_t, size_t) {
+    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) {
+      try {
+        task(i);
+      } catch (...) {
+        next.store(n, std::memory_order_relaxed);  // start nothing more
+        throw;
+      }
+    }
+  });
 }
 
 }  // namespace deltafin

@@ -33,6 +33,14 @@ public:
   // nested loop) runs inline on that thread.
   void parallel_for(size_t n, const std::function<void(size_t begin, size_t end)>& fn);
 
+  // Runs task(i) once for each i in [0, n), each taken by whichever thread is
+  // free next: for a few tasks of unequal or unpredictable cost (whole
+  // experts), where parallel_for's fixed split would leave a thread idle
+  // behind a slow one. After a task throws no further task starts; the first
+  // exception is rethrown once the running ones have finished. Which thread
+  // runs a task must not matter to its result (nested loops run inline).
+  void for_each_task(size_t n, const std::function<void(size_t i)>& task);
+
 private:
   void worker_main(int index);
   void run_chunk(int index);

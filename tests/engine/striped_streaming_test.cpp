@@ -7,6 +7,7 @@
 // is cancelled on every drive.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "model/kimi_k3/load/loaded_k3.h"
 #include "engine/streaming_source.h"
@@ -543,4 +545,47 @@ TEST(StripedPrefetch, UsedPrefetchIsAHit) {
   EXPECT_EQ(k.misses, 0u);
   EXPECT_EQ(k.hits + k.inflight, 1u);
   EXPECT_EQ(k.bytes_read, kRecord);
+}
+
+// A request hands over what is ready together: the hits in one group first,
+// then the misses, every read that has landed by the time one is waited for
+// in the same group; each expert once, with its own bytes.
+TEST(StreamingGroups, HitsComeAsOneGroupAndLandedReadsTogether) {
+  const K3Checkpoint ck = load_k3_checkpoint(world().ckpt);
+  const StoreManifest man = load_store_manifest(world().striped2());
+  StreamOptions so;
+  so.cache_slots = 64;
+  so.reader = engine_options(Cache::None, LookaheadMode::Off, IoEngine::Pread, 1).reader;
+  StreamingExpertSource src(man, so, nullptr, nullptr, 16);
+  for (int64_t e : {0, 1, 2}) src.get(2, e);  // in the cache
+  auto& reader = const_cast<ExpertReader&>(src.reader());
+  reader.pause_dispatch(true);
+  const int64_t want[5] = {0, 5, 1, 6, 2};  // 5 and 6 are misses
+  std::vector<std::set<size_t>> groups;
+  std::map<size_t, int> handed;
+  bool landed = false;
+  src.for_each_ready_group(2, want, [&](std::span<const ReadyExpert> group) {
+    groups.emplace_back();
+    for (const ReadyExpert& r : group) {
+      groups.back().insert(r.index);
+      ++handed[r.index];
+      EXPECT_EQ(std::memcmp(r.record, ck.read_expert_record(2, want[r.index]).data(), kRecord), 0) << r.index;
+    }
+    if (groups.size() > 1) return;
+    // While the hits are computed, both misses land (the wait ends after 60 s
+    // at most, so a failure cannot hang).
+    reader.pause_dispatch(false);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (src.cache().ready_count() < 5 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    landed = src.cache().ready_count() == 5;
+  });
+  EXPECT_TRUE(landed);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0], (std::set<size_t>{0, 2, 4}));
+  EXPECT_EQ(groups[1], (std::set<size_t>{1, 3}));
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(handed[i], 1) << i;
+  const StreamCounters k = src.counters();
+  EXPECT_EQ(k.hits, 3u);
+  EXPECT_EQ(k.misses, 3u + 2u);  // the three get() calls, then 5 and 6
 }

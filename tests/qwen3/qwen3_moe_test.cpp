@@ -290,7 +290,7 @@ TEST(Qwen3MoeModel, AttentionBlocksChangeNoBitAndAStopIsSeenInsideALayer) {
   EXPECT_EQ(std::memcmp(again.v.data(), all.v.data(), all.v.size() * sizeof(float)), 0);
 }
 
-// An ExpertSource that hands experts over in reverse order and records what
+// An ExpertSource that hands experts over in reverse order, a few at a time, and records what
 // was asked for.
 class ReversedSource : public ExpertSource {
 public:
@@ -299,9 +299,16 @@ public:
     asked[layer].insert(expert);
     return inner_.get(layer, expert);
   }
-  void for_each_ready(int64_t layer, std::span<const int64_t> experts,
-                      const std::function<void(size_t, const uint8_t*)>& use) override {
-    for (size_t i = experts.size(); i-- > 0;) use(i, get(layer, experts[i]).data);
+  // Reversed, in groups of up to three.
+  void for_each_ready_group(int64_t layer, std::span<const int64_t> experts,
+                            const std::function<void(std::span<const ReadyExpert>)>& use) override {
+    std::vector<ExpertHandle> held;
+    std::vector<ReadyExpert> group;
+    for (size_t i = experts.size(); i-- > 0;) {
+      held.push_back(get(layer, experts[i]));
+      group.push_back({i, held.back().data});
+      if (group.size() == 3 || i == 0) use(group), group.clear();
+    }
   }
   std::map<int64_t, std::set<int64_t>> asked;
 

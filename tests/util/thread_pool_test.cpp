@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -126,4 +128,73 @@ TEST(ThreadPool, NonPositiveSizeMeansOneThread) {
   size_t seen = 0;
   pool.parallel_for(5, [&](size_t b, size_t e) { seen += e - b; });
   EXPECT_EQ(seen, 5u);
+}
+
+TEST(ThreadPool, EveryTaskRunsExactlyOnce) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (size_t n : {0, 1, 2, 3, 16, 101}) {
+      std::vector<std::atomic<int>> hits(n);
+      pool.for_each_task(n, [&](size_t i) {
+        ASSERT_LT(i, n);
+        hits[i]++;
+      });
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "threads " << threads << " n " << n << " i " << i;
+    }
+  }
+}
+
+// A task that cannot finish until every other task has: with a fixed split
+// the thread holding it would keep its share of the others from running and
+// the wait would time out; taken as threads come free, the other thread runs
+// them all. (The wait ends after 60 s either way, so a failure cannot hang.)
+TEST(ThreadPool, TasksGoToWhicheverThreadIsFree) {
+  ThreadPool pool(2);
+  constexpr size_t n = 12;
+  std::mutex m;
+  std::condition_variable cv;
+  size_t others_done = 0;
+  bool timed_out = false;
+  pool.for_each_task(n, [&](size_t i) {
+    std::unique_lock<std::mutex> lock(m);
+    if (i == 0) {
+      timed_out = !cv.wait_for(lock, std::chrono::seconds(60), [&] { return others_done == n - 1; });
+    } else {
+      ++others_done;
+      cv.notify_all();
+    }
+  });
+  EXPECT_FALSE(timed_out);
+  EXPECT_EQ(others_done, n - 1);
+}
+
+TEST(ThreadPool, TaskExceptionsPropagateAndStopLaterTasks) {
+  // One thread: the tasks run in order and none after the failing one.
+  ThreadPool one(1);
+  int ran_inline = 0;
+  EXPECT_THROW(one.for_each_task(10,
+                                 [&](size_t i) {
+                                   ++ran_inline;
+                                   if (i == 3) throw std::runtime_error("task 3 failed");
+                                 }),
+               std::runtime_error);
+  EXPECT_EQ(ran_inline, 4);
+  // Two threads: the other thread may start a few more while the failure is
+  // seen, but not the ~1 s of tasks left (each sleeps 1 ms).
+  ThreadPool pool(2);
+  std::atomic<int> ran{0};
+  try {
+    pool.for_each_task(1000, [&](size_t i) {
+      ran++;
+      if (i == 3) throw std::runtime_error("task 3 failed");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "task 3 failed");
+  }
+  EXPECT_LT(ran.load(), 1000);
+  std::atomic<size_t> total{0};
+  pool.for_each_task(50, [&](size_t) { total++; });
+  EXPECT_EQ(total.load(), 50u);
 }

@@ -5,12 +5,23 @@
 
 namespace deltafin {
 
+// get() blocks until each is there: all of them form one group.
+void ExpertSource::for_each_ready_group(int64_t layer, std::span<const int64_t> experts,
+                                        const std::function<void(std::span<const ReadyExpert>)>& use) {
+  std::vector<ExpertHandle> held;
+  std::vector<ReadyExpert> group;
+  for (size_t i = 0; i < experts.size(); ++i) {
+    held.push_back(get(layer, experts[i]));
+    group.push_back({i, held.back().data});
+  }
+  if (!group.empty()) use(group);
+}
+
 void ExpertSource::for_each_ready(int64_t layer, std::span<const int64_t> experts,
                                   const std::function<void(size_t, const uint8_t*)>& use) {
-  for (size_t i = 0; i < experts.size(); ++i) {
-    ExpertHandle h = get(layer, experts[i]);
-    use(i, h.data);
-  }
+  for_each_ready_group(layer, experts, [&](std::span<const ReadyExpert> group) {
+    for (const ReadyExpert& r : group) use(r.index, r.record);
+  });
 }
 
 ResidentExpertSource::ResidentExpertSource(int64_t layers, int64_t experts, std::span<const int64_t> moe_layers,

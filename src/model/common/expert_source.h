@@ -20,18 +20,30 @@ struct ExpertHandle {
   std::shared_ptr<const void> keep_alive;
 };
 
+// experts[index] of a for_each_ready_group request, and its record.
+struct ReadyExpert {
+  size_t index;
+  const uint8_t* record;
+};
+
 class ExpertSource {
 public:
   virtual ~ExpertSource() = default;
   // Blocks until the record of (layer, expert) is available.
   virtual ExpertHandle get(int64_t layer, int64_t expert) = 0;
-  // Calls use(i, record) once for each experts[i] on the calling thread:
-  // experts already in RAM first, then each missing one as its read lands, so
-  // compute overlaps the reads. The caller keeps results per expert and
-  // combines them in its own fixed order, so the order of calls never changes
-  // a bit of the output. The record is valid only during the call.
-  virtual void for_each_ready(int64_t layer, std::span<const int64_t> experts,
-                              const std::function<void(size_t index, const uint8_t* record)>& use);
+  // Calls use(group) on the calling thread with every expert of `experts`
+  // that is ready at that moment, until each experts[i] has been handed over
+  // exactly once: experts already in RAM first (one group), then missing ones
+  // as their reads land, so compute overlaps the reads; a group lets the
+  // caller compute several experts at once, one per thread. The caller keeps
+  // results per expert and combines them in its own fixed order, so neither
+  // the grouping nor the order changes a bit of the output. The records are
+  // valid only during the call.
+  virtual void for_each_ready_group(int64_t layer, std::span<const int64_t> experts,
+                                    const std::function<void(std::span<const ReadyExpert> group)>& use);
+  // The same, one expert per call: use(i, record) for each experts[i].
+  void for_each_ready(int64_t layer, std::span<const int64_t> experts,
+                      const std::function<void(size_t index, const uint8_t* record)>& use);
   // A hint that these experts of `layer` are needed soon; may start reads.
   // Experts of `layer` hinted but not then requested are dropped when the
   // layer's real request comes.

@@ -7,6 +7,7 @@
 #include "model/kimi_k3/tensors.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "model/common/expert_group.h"
 #include "model/kimi_k3/lookahead.h"
 #include "model/kimi_k3/model.h"
 
@@ -83,11 +84,11 @@ void K3Model::moe_rows(int64_t layer, const Rows& x, const Rows& zl, size_t r0, 
   for (const auto& [e, rows] : users) needed.push_back(e), needed_rows.push_back(&rows);
   std::vector<float> expert_out(n * k * lat);  // [row][slot][lat]
   const uint64_t w1 = mid * lat / 2, s1 = mid * lat / 32, w2 = lat * mid / 2, s2 = lat * mid / 32;
-  experts_.for_each_ready(layer, needed, [&](size_t index, const uint8_t* p) {
-    // Cancelled: the source still hands over every expert (its reads land),
-    // but none is computed; the pass unwinds right after.
-    if (cancel_requested()) return;
-    const auto& rows = *needed_rows[index];
+  // One expert's MLP on its rows; runs on whichever thread compute_expert_group
+  // gives it, so it touches nothing but its own buffers and its expert_out places.
+  auto compute = [&](const ReadyExpert& ready) {
+    const auto& rows = *needed_rows[ready.index];
+    const uint8_t* p = ready.record;
     WeightView W1{WeightType::MXFP4, mid, lat, p, p + w1};
     WeightView W2{WeightType::MXFP4, lat, mid, p + w1 + s1, p + w1 + s1 + w2};
     WeightView W3{WeightType::MXFP4, mid, lat, p + w1 + s1 + w2 + s2, p + w1 + s1 + w2 + s2 + w1};
@@ -98,6 +99,14 @@ void K3Model::moe_rows(int64_t layer, const Rows& x, const Rows& zl, size_t r0, 
     matmul(W2, hid.v.data(), m, y.v.data(), pool_);
     for (size_t j = 0; j < m; ++j)
       std::copy(y.row(j), y.row(j) + lat, expert_out.data() + (rows[j].first * k + rows[j].second) * lat);
+  };
+  experts_.for_each_ready_group(layer, needed, [&](std::span<const ReadyExpert> group) {
+    // Cancelled: the source still hands over every expert (its reads land),
+    // but none is computed; the pass unwinds right after.
+    if (cancel_requested()) return;
+    std::vector<size_t> rows_per_expert;
+    for (const ReadyExpert& r : group) rows_per_expert.push_back(needed_rows[r.index]->size());
+    compute_expert_group(pool_, rows_per_expert, [&](size_t j) { compute(group[j]); });
   });
 
   stop_if_cancelled();

@@ -8,6 +8,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "model/common/expert_group.h"
 #include "model/common/greedy.h"
 #include "util/error.h"
 #include "util/numeric.h"
@@ -83,8 +84,11 @@ void Qwen3MoeModel::moe(int64_t layer, const Rows& h, Rows& out) {
   for (const auto& [e, rows] : users) needed.push_back(e), needed_rows.push_back(&rows);
   std::vector<float> expert_out(T * k * d);  // [row][slot][d]
   const uint64_t part = c_.expert_tensor_bytes();
-  experts_.for_each_ready(layer, needed, [&](size_t index, const uint8_t* p) {
-    const auto& rows = *needed_rows[index];
+  // One expert's MLP on its rows, on whichever thread compute_expert_group
+  // gives it: it touches nothing but its own buffers and expert_out places.
+  auto compute = [&](const ReadyExpert& ready) {
+    const auto& rows = *needed_rows[ready.index];
+    const uint8_t* p = ready.record;
     const WeightView gate{WeightType::BF16, I, d, p, nullptr};
     const WeightView up{WeightType::BF16, I, d, p + part, nullptr};
     const WeightView down{WeightType::BF16, d, I, p + 2 * part, nullptr};
@@ -95,6 +99,11 @@ void Qwen3MoeModel::moe(int64_t layer, const Rows& h, Rows& out) {
     matmul(down, g.v.data(), m, y.v.data(), pool_);
     for (size_t j = 0; j < m; ++j)
       std::copy(y.row(j), y.row(j) + d, expert_out.data() + (rows[j].first * k + rows[j].second) * d);
+  };
+  experts_.for_each_ready_group(layer, needed, [&](std::span<const ReadyExpert> group) {
+    std::vector<size_t> rows_per_expert;
+    for (const ReadyExpert& r : group) rows_per_expert.push_back(needed_rows[r.index]->size());
+    compute_expert_group(pool_, rows_per_expert, [&](size_t j) { compute(group[j]); });
   });
   for (size_t t = 0; t < T; ++t) {
     float* o = out.row(t);
