@@ -25,7 +25,8 @@
 #   JOBS        parallel compile jobs [2]; compiles run under `nice -n 15`
 #
 # Needs: cmake, g++, git, npm (only to fetch node-llama-cpp), /usr/bin/python3 with
-# Debian's python3-numpy and python3-torch (the converter), and a release build of
+# Debian's python3-numpy, python3-torch and python3-tqdm (the converter and its
+# GGUF writer), and a release build of
 # deltafin (scripts/build.sh release). OUT_DIR, when given, receives the raw files
 # (llama-bench JSON, deltafin bench JSON, logs, one set per round) and table.txt.
 set -euo pipefail
@@ -51,8 +52,8 @@ OUT=$(cd "$OUT" && pwd)
 
 say() { printf '== %s\n' "$*" >&2; }
 [ -x "$DF" ] || { echo "build deltafin first: scripts/build.sh release" >&2; exit 1; }
-"$PY" -c 'import numpy, torch' 2>/dev/null || {
-  echo "the converter needs Debian's numpy and torch: apt-get install python3-numpy python3-torch" >&2
+"$PY" -c 'import numpy, torch, tqdm' 2>/dev/null || {
+  echo "the converter needs Debian's numpy, torch and tqdm: apt-get install python3-numpy python3-torch python3-tqdm" >&2
   exit 1
 }
 
