@@ -18,31 +18,41 @@ std::vector<size_t> largest_first(std::span<const size_t> rows) {
   return order;
 }
 
-}  // namespace
-
-bool experts_one_per_thread(std::span<const size_t> rows_per_expert, int threads) {
-  if (threads < 2 || rows_per_expert.size() < 2) return false;
+// The largest-first assignment of `order` (largest_first) to `threads`,
+// within 15 % of a perfect split.
+bool balanced(std::span<const size_t> rows, std::span<const size_t> order, int threads) {
   std::vector<double> load(static_cast<size_t>(threads), 0.0);
   double total = 0;
-  for (size_t j : largest_first(rows_per_expert)) {
-    const double cost = static_cast<double>(rows_per_expert[j]) + 1.0;
+  for (size_t j : order) {
+    const double cost = static_cast<double>(rows[j]) + 1.0;
     *std::min_element(load.begin(), load.end()) += cost;
     total += cost;
   }
   const double slowest = *std::max_element(load.begin(), load.end());
-  // Within 15 % of a perfect split. The per-product hand-offs this saves cost
-  // 6.6 % of a decoding step's CPU time (bench/results/2026-12-03-decode-step-2/
-  // profile), spin-waiting for the slower thread included; 15 % still admits
-  // 16 experts on 3 threads (6 + 5 + 5, 12.5 % over).
+  // The per-product hand-offs this saves cost 6.6 % of a decoding step's CPU
+  // time (bench/results/2026-12-03-decode-step-2/profile), spin-waiting for
+  // the slower thread included; 15 % still admits 16 experts on 3 threads
+  // (6 + 5 + 5, 12.5 % over).
   return slowest <= 1.15 * total / threads;
+}
+
+}  // namespace
+
+bool experts_one_per_thread(std::span<const size_t> rows_per_expert, int threads) {
+  if (threads < 2 || rows_per_expert.size() < 2) return false;
+  return balanced(rows_per_expert, largest_first(rows_per_expert), threads);
 }
 
 void compute_expert_group(ThreadPool* pool, std::span<const size_t> rows_per_expert,
                           const std::function<void(size_t j)>& compute) {
-  if (pool != nullptr && experts_one_per_thread(rows_per_expert, pool->size())) {
+  const int threads = pool != nullptr ? pool->size() : 1;
+  if (threads >= 2 && rows_per_expert.size() >= 2) {
+    // One ordering serves both the decision and the hand-out.
     const std::vector<size_t> order = largest_first(rows_per_expert);
-    pool->for_each_task(order.size(), [&](size_t i) { compute(order[i]); });
-    return;
+    if (balanced(rows_per_expert, order, threads)) {
+      pool->for_each_task(order.size(), [&](size_t i) { compute(order[i]); });
+      return;
+    }
   }
   for (size_t j = 0; j < rows_per_expert.size(); ++j) compute(j);
 }
