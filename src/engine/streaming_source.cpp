@@ -398,7 +398,7 @@ ExpertHandle StreamingExpertSource::get(int64_t layer, int64_t expert) {
 // so prefetch only into the slots left after that and the demand reserve.
 // (Measured before this rule: a 512-token prefill with a cache smaller than
 // one layer's union read 1.40x the bytes it needed, every prefetch evicted
-// unused; bench/results/2026-11-29-prefill-before-room-rule.)
+// unused; bench/results/2026-11-30-prefill.md, "Before".)
 size_t StreamingExpertSource::prefetch_room() const {
   const double E = static_cast<double>(m_.experts), k = static_cast<double>(experts_per_token_);
   const double T = static_cast<double>(std::max<size_t>(pass_positions_, 1));
@@ -412,7 +412,7 @@ size_t StreamingExpertSource::prefetch_room() const {
 // idle window, most confident first; everything before it is measured.
 // (Measured on 4 striped drives: reading every prediction at recall 0.61 made
 // decode 5.7 % slower than no lookahead, the gate 0.7 %;
-// bench/results/2026-11-30-lookahead-ab-N4-striped*.)
+// bench/results/2026-11-30-streaming.md, section 2.)
 size_t StreamingExpertSource::prefetch_budget(int64_t layer) {
   const double idle = idle_ema_s_[static_cast<size_t>(layer)];
   if (!gate_by_idle_ || idle < 0) return SIZE_MAX;
