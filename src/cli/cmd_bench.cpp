@@ -131,21 +131,25 @@ Command add_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   CLI::App* sub = app.add_subcommand(
       "bench", "Measure generation: fixed prompts, warm-up, N runs, median and spread; --vs compares two configurations");
+  sub->footer(R"(Repeated measured runs of fixed prompts with median and spread of every metric, a token-equality check
+(a run that generates other tokens than the first fails the command), A/B alternation (--vs), cold runs
+and SVG pictures. bench-chart draws drive scaling from several --json files. The benchmark scripts and
+their figures: bench/README.md and bench/results/README.md.)");
   add_model_options(sub, a->model);
   sub->add_option("--prompts", a->prompts, "One prompt per line: token ids \"1,2,3\" or raw text (default: 3 built-in id prompts)");
-  sub->add_option("--runs", a->o.runs, "Measured runs (per configuration)")->check(CLI::Range(1, 100000))->capture_default_str();
-  sub->add_option("--warmup", a->o.warmup, "Warm-up runs before them (excluded from the figures)")
-      ->check(CLI::Range(0, 100000))
+  sub->add_option("--runs", a->o.runs, "Measured runs per configuration")->transform(whole_number(1, 100000))->capture_default_str();
+  sub->add_option("--warmup", a->o.warmup, "Warm-up runs before them, left out of the figures")
+      ->transform(whole_number(0, 100000))
       ->capture_default_str();
-  sub->add_option("--max-new", a->o.max_new, "Tokens generated per prompt (past end-of-message: ignore-eos)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+  sub->add_option("--max-new", a->o.max_new, "Tokens generated per prompt, past the end of message")
+      ->transform(whole_number(1, kMaxTokens))
       ->capture_default_str();
-  sub->add_option("--prefill-chunk", a->o.prefill_chunk, "Prompt rows per prefill slice of a layer (0 = whole group)")
-      ->check(CLI::NonNegativeNumber)
+  sub->add_option("--prefill-chunk", a->o.prefill_chunk, "Prompt rows per prefill slice of a layer; 0 = the whole group")
+      ->transform(whole_number(0, kMaxPrefillRows))
       ->capture_default_str();
   sub->add_option("--prefill-group", a->o.prefill_group,
-                  "Prompt positions per layer-major prefill pass (0 = as many as 1 GiB of activations holds)")
-      ->check(CLI::NonNegativeNumber)
+                  "Prompt positions per layer-major prefill pass; 0 = as many as 1 GiB of activations holds")
+      ->transform(whole_number(0, kMaxTokens))
       ->capture_default_str();
   sub->add_option("--json", a->json, "Write everything measured (per run and summarised) as JSON to this file");
   sub->add_option("--svg", a->svg, "Write PREFIX-drives.svg, PREFIX-steps.svg and PREFIX-hits.svg (last measured run)");

@@ -30,6 +30,8 @@ int run(const BenchChartArgs& a) {
 Command add_bench_chart(CLI::App& app) {
   auto a = std::make_shared<BenchChartArgs>();
   CLI::App* sub = app.add_subcommand("bench-chart", "Charts across several bench --json files (drive scaling)");
+  sub->footer(R"(--scaling draws aggregate read MB/s against the drive count, with the ideal line, from one bench --json
+file per drive count (bench/suites/run.sh makes them).)");
   sub->add_option("--scaling", a->scaling, "Write the drive-scaling chart (aggregate MB/s vs drives, with the ideal line) here")
       ->required();
   sub->add_option("runs", a->inputs, "bench --json files, one per drive count")->required();

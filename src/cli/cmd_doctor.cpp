@@ -37,9 +37,15 @@ int run(const DoctorArgs& a) {
 Command add_doctor(CLI::App& app) {
   auto a = std::make_shared<DoctorArgs>();
   CLI::App* sub = app.add_subcommand("doctor", "Check a store: manifest, spine and expert files (--full: every SHA-256)");
+  sub->footer(R"(Checks the manifest, the copied files, spine and expert files (presence, size); --full also every
+SHA-256. Lists every problem (layer, expert, drive, path; the first 1,000) and exits 1 if there is any.
+For a streamed store, experts not fetched yet are counted (not a problem) and fetched ones are checked
+against the hash recorded at their first fetch.)");
   sub->add_option("--store", a->store, "Store directory")->required();
   sub->add_flag("--full", a->full, "Hash every spine and expert file");
-  sub->add_option("--threads", a->threads, "Hashing threads for --full")->capture_default_str();
+  sub->add_option("--threads", a->threads, "Hashing threads for --full")
+      ->transform(whole_number(1, kMaxThreads))
+      ->capture_default_str();
   sub->add_flag("--quiet", a->quiet, "No progress line");
   return {sub, [a] { return run(*a); }};
 }

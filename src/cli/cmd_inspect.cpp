@@ -19,6 +19,10 @@ struct InspectArgs {
 Command add_inspect(CLI::App& app) {
   auto a = std::make_shared<InspectArgs>();
   CLI::App* sub = app.add_subcommand("inspect", "Load and validate a checkpoint and describe it");
+  sub->footer(R"(Loads config.json and every shard (the family from config.json), checks the config rules and every
+tensor's name, dtype and shape (K3: all problems reported at once) and, with --verify-experts, every
+expert record (K3: every MXFP4 scale byte); prints the architecture, sizes, and the session memory at
+32k, 128k and 1M positions.)");
   sub->add_option("--model", a->model, "Hugging Face checkpoint directory")->required();
   sub->add_flag("--verify-experts", a->verify_experts, "Check every expert record (K3: every MXFP4 scale, k3-model.md 4.3; Qwen3-MoE: dtypes and shapes)");
   return {sub, [a] {

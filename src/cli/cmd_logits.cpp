@@ -41,11 +41,15 @@ int run(const LogitsArgs& a) {
 Command add_logits(CLI::App& app) {
   auto a = std::make_shared<LogitsArgs>();
   CLI::App* sub = app.add_subcommand("logits", "Write the logits of every position of a token list as .npy");
+  sub->footer(R"(Writes float32 logits [T, vocab] of every position as NumPy .npy (format 1.0). --step N runs N
+positions per pass (1 = decode one by one): the file must not change by a bit. Nor does it change between
+--model and a store of the same checkpoint (BF16 spine), with the thread count or with the ISA: cmp two
+files to check it.)");
   add_model_options(sub, a->model);
   sub->add_option("--tokens", a->tokens, "Comma-separated token ids, e.g. 1,2,3")->required();
-  sub->add_option("--out", a->out, "Output .npy file (float32 [T, vocab])")->required();
-  sub->add_option("--step", a->step, "Positions per forward pass (0 = all at once, 1 = decode one by one)")
-      ->check(CLI::NonNegativeNumber)
+  sub->add_option("--out", a->out, "Output .npy file: float32 [T, vocab]")->required();
+  sub->add_option("--step", a->step, "Positions per forward pass; 0 = all at once, 1 = decode one by one")
+      ->transform(whole_number(0, kMaxTokens))
       ->capture_default_str();
   return {sub, [a] { return run(*a); }};
 }

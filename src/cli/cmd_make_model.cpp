@@ -19,9 +19,11 @@ struct MakeModelArgs {
   MakeCheckpointRequest request;
 };
 
-template <typename T>
-void optional_flag(CLI::App* sub, const std::string& name, std::optional<T>& target, const std::string& help) {
-  sub->add_option_function<T>(name, [&target](const T& v) { target = v; }, help);
+// A dimension of the checkpoint (the family's maker checks what it needs
+// beyond a positive size: multiples of 32, layer counts).
+void dimension(CLI::App* sub, const std::string& name, std::optional<int64_t>& target, const std::string& help) {
+  sub->add_option_function<int64_t>(name, [&target](const int64_t& v) { target = v; }, help)
+      ->transform(whole_number(1, int64_t{1} << 20));
 }
 
 int run(MakeModelArgs a) {
@@ -34,27 +36,47 @@ int run(MakeModelArgs a) {
 
 Command add_make_model(CLI::App& app) {
   auto a = std::make_shared<MakeModelArgs>();  // owned by the returned run closure
-  CLI::App* sub = app.add_subcommand("make-model", "Generate a small checkpoint of a supported architecture (random weights)");
+  CLI::App* sub = app.add_subcommand(
+      "make-model", "Generate a checkpoint of a supported family in its real Hugging Face layout (random weights)");
+  sub->footer(R"(Writes a checkpoint as the family's release does, with seeded random weights (the checkpoint has the
+architecture's shape, not its knowledge), streaming in bounded memory with a progress line.
+k3: config.json (root, text_config, linear_attn_config, quantization_config), two or more safetensors
+shards with model.safetensors.index.json, tiktoken.model, tokenizer_config.json. Presets: tiny for unit
+tests (under 5 MB), small (tens of MB), bench (K3's real 17,547,264-byte experts with few layers and
+experts, set by --layers and --experts), k3 (K3's full dimensions: terabytes).
+k3_dspark --target K3_DIR: a DSpark drafter for that checkpoint (config.json with every field of the
+released one, scaled; model.safetensors; the target's embedding copied).
+qwen3: a small Qwen3 dense draft model with tokenizer.json (--hidden, --layers, --vocab, --intermediate).
+qwen3_moe: a Qwen3-MoE checkpoint (Qwen3MoeForCausalLM: config.json with every released field, sharded
+BF16 safetensors with the index, tokenizer.json); --preset bench has Qwen3-235B-A22B's expert (37,748,736
+bytes) and attention shape; the dimension options apply. --script (qwen3_moe) takes a JSON array of
+token spellings, e.g. '["<tool_call>", "{\"name\": \"now\", \"arguments\": {}}", "</tool_call>",
+"<|im_end|>"]': the checkpoint's greedy answer to any chat is then exactly those tokens (the layers add
+nothing and the embeddings and lm_head form a bigram table; text that is not a token becomes an added
+token; each token may appear once), for testing a client or agent against known output.)");
   sub->add_option("--out", a->request.out, "Output directory")->required();
-  sub->add_option("--seed", a->request.seed, "Random seed")->capture_default_str();
+  sub->add_option("--seed", a->request.seed, "Random seed")->transform(whole_number(0))->capture_default_str();
   std::string archs;
   for (const FamilyInfo& f : model_families()) archs += std::string(archs.empty() ? "" : "; ") + f.name + ": " + f.what;
   sub->add_option("--arch", a->arch,
-                  "The model family (" + archs + "; k3 is kimi_k3). k3_dspark needs --target, the K3 checkpoint it drafts for")
+                  "The model family: " + archs + "; k3 is another name for kimi_k3. k3_dspark needs --target, the K3 "
+                  "checkpoint it drafts for")
       ->capture_default_str();
   sub->add_option("--target", a->request.target, "k3_dspark: the K3 checkpoint directory the drafter is made for");
-  sub->add_option("--preset", a->request.preset, "tiny (tests), small (a few hundred MB), bench (real K3 expert size; qwen3_moe: Qwen3-235B-A22B's), k3")
-      ->check(CLI::IsMember({"tiny", "small", "bench", "k3"}))
+  sub->add_option("--preset", a->request.preset, "tiny for tests, small (tens of MB), bench (K3's real expert size; qwen3_moe: Qwen3-235B-A22B's), or k3, K3's full dimensions")
+      ->check(one_of({"tiny", "small", "bench", "k3"}))
       ->capture_default_str();
-  optional_flag(sub, "--hidden", a->request.dims.hidden, "hidden_size");
-  optional_flag(sub, "--layers", a->request.dims.layers, "num_hidden_layers (k3: MLA every 4th and last; k3_dspark: 1..5)");
-  optional_flag(sub, "--experts", a->request.dims.experts, "num_experts per MoE layer");
-  optional_flag(sub, "--top-k", a->request.dims.top_k, "num_experts_per_token");
-  optional_flag(sub, "--vocab", a->request.dims.vocab, "vocab_size (BPE ranks + 256 reserved)");
-  optional_flag(sub, "--latent", a->request.dims.latent, "routed_expert_hidden_size (multiple of 32)");
-  optional_flag(sub, "--moe-intermediate", a->request.dims.moe_intermediate, "moe_intermediate_size (multiple of 32)");
-  optional_flag(sub, "--intermediate", a->request.dims.intermediate, "intermediate_size of the dense layer 0");
-  sub->add_option("--shard-mb", a->shard_mb, "Target shard size in MiB (at least two shards)")->capture_default_str();
+  dimension(sub, "--hidden", a->request.dims.hidden, "hidden_size");
+  dimension(sub, "--layers", a->request.dims.layers, "num_hidden_layers; k3: MLA every 4th and the last; k3_dspark: 1 to 5");
+  dimension(sub, "--experts", a->request.dims.experts, "num_experts per MoE layer");
+  dimension(sub, "--top-k", a->request.dims.top_k, "num_experts_per_token");
+  dimension(sub, "--vocab", a->request.dims.vocab, "vocab_size: BPE ranks + 256 reserved");
+  dimension(sub, "--latent", a->request.dims.latent, "routed_expert_hidden_size, a multiple of 32");
+  dimension(sub, "--moe-intermediate", a->request.dims.moe_intermediate, "moe_intermediate_size, a multiple of 32");
+  dimension(sub, "--intermediate", a->request.dims.intermediate, "intermediate_size of the dense layer 0");
+  sub->add_option("--shard-mb", a->shard_mb, "Target shard size in MiB; there are at least two shards")
+      ->transform(whole_number(1, int64_t{1} << 20))
+      ->capture_default_str();
   sub->add_option_function<std::string>(
       "--script",
       [a](const std::string& text) {

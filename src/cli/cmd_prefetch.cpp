@@ -55,10 +55,13 @@ int run(const PrefetchArgs& a) {
 Command add_prefetch(CLI::App& app) {
   auto a = std::make_shared<PrefetchArgs>();
   CLI::App* sub = app.add_subcommand("prefetch", "Fetch a streamed store's experts from its mirror ahead of use (resumable)");
+  sub->footer(R"(Fills a streamed store's drives (setup --stream) from its mirror, with progress and ETA. Resumable:
+experts already on their drives are skipped; Ctrl-C stops after the fetches in flight and leaves no partial
+file. Refuses to start if the experts would not fit the disk budget.)");
   sub->add_option("--store", a->store, "Store directory (set up with --stream)")->required();
   sub->add_option("--layers", a->layers, "MoE layers A-B (inclusive)");
   sub->add_flag("--all", a->all, "Every expert of every layer");
-  sub->add_option("--fetch-threads", a->fetch_threads, "Parallel downloads")->check(CLI::Range(1, 64))->capture_default_str();
+  sub->add_option("--fetch-threads", a->fetch_threads, "Parallel downloads")->transform(whole_number(1, 64))->capture_default_str();
   sub->add_flag("--quiet", a->quiet, "No progress line");
   return {sub, [a] { return run(*a); }};
 }

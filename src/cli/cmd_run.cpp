@@ -116,39 +116,69 @@ int run(const RunArgs& a) {
 
 Command add_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
-  CLI::App* sub = app.add_subcommand("run", "Generate text (greedy) from a prompt");
+  CLI::App* sub = app.add_subcommand("run", "Generate text (greedy) from a prompt, printed as it is made");
+  sub->footer(R"(Greedy generation, the only decoding: the target model decides every token. --model runs a Hugging
+Face checkpoint with every weight in RAM; --store streams the experts from a deltafin store (setup).
+No BOS is ever added. Stops at the chat format's end token (K3's <|end_of_msg|>; Qwen3's <|im_end|> or
+<|endoftext|>; chat and raw), at --max-new, or when the context is full; Ctrl-C stops after the current
+token and prints what was generated (exit 130).
+
+--stats: per-token milliseconds, time to first token, prefill and decode tokens/s; with --store also, per
+token, bytes read, cache hits and misses, lookahead recall and per-drive MB/s, the memory budget and
+where it goes, peak RSS, the read amplification of the prompt (bytes read / bytes of the unique experts
+it needed) and, for a streamed store, mirror fetch counts, bytes and time; always the session line: its
+budget (--session-budget-mb, or 80% of the RAM left), bytes per position and fixed, and the context
+limit with what set it (a prompt at or over it is refused, naming the limit). With --draft, --stats adds
+rounds, acceptance and tokens per step.
+
+Prefill is expert-major and layer-major: all of a pass's positions go through layer i before any goes
+through layer i+1 (a pass holds as many positions as 1 GiB of activations allows, or --prefill-group),
+and inside a layer attention and experts run in slices of --prefill-chunk rows. Each slice reads the
+union of its experts once and applies each expert to all its rows as one batched product; the slices of
+a layer come one after another, so a cache that holds one layer's union reads every needed expert once
+per pass. Any chunk or group size gives bit-identical logits and state; Ctrl-C is noticed before every
+layer (an unfinished pass is rolled back).
+
+--draft turns on speculative decoding (docs/speculative.md): the output does not change by a bit.
+--tokens-out writes the generated ids (the replay drafter replays such a file). Prompt states on disk
+(docs/prompt-states.md): --prompt-cache-dir restores the longest prompt prefix kept there and keeps this
+prompt's. Store options: the expert cache (--cache-gb, --pin-gb), route-lookahead prefetch (--lookahead
+auto stops it on layers where it does not pay and reads only as many predictions as the drives can read
+while they would otherwise be idle), the reader (--io, --queue-depth, --prefetch-depth, --chunk-mb,
+--buffered) and --trace (every read and hit as JSON lines, for trace-plot); a streamed store also takes
+--fetch-threads and --disk-budget. The heat histogram (STORE/heat.json) is updated after every run.)");
   add_model_options(sub, a->model);
-  auto* text = sub->add_option("--prompt", a->prompt, "The prompt (raw text, or the user message with --chat)");
-  auto* ids = sub->add_option("--prompt-ids", a->prompt_ids, "The prompt as comma-separated token ids (raw, for benchmarks)");
+  auto* text = sub->add_option("--prompt", a->prompt, "The prompt: raw text, or the user message with --chat");
+  auto* ids = sub->add_option("--prompt-ids", a->prompt_ids, "The prompt as comma-separated token ids, raw (for benchmarks)");
   text->excludes(ids);
   sub->add_flag("--chat", a->chat, "Render the prompt as a user message with the model family's chat template");
   sub->add_option("--reasoning-effort", a->effort, "Chat: thinking effort")
-      ->check(CLI::IsMember({"low", "high", "max"}))
+      ->check(one_of({"low", "high", "max"}))
       ->capture_default_str();
   sub->add_flag("--no-thinking", a->no_thinking, "Chat: answer without a thinking block");
-  sub->add_option("--max-new", a->max_new, "Most tokens to generate")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--max-new", a->max_new, "Most tokens to generate")->transform(whole_number(0, kMaxTokens))->capture_default_str();
   sub->add_option("--prefill-chunk", a->prefill_chunk,
-                  "Prompt rows per slice of a layer (layer-major prefill: a cache holding a layer's union reads each "
-                  "expert once; 0 = whole group)")
-      ->check(CLI::NonNegativeNumber)
+                  "Prompt rows per slice of a layer in layer-major prefill, where a cache holding a layer's union "
+                  "reads each expert once; 0 = the whole group")
+      ->transform(whole_number(0, kMaxPrefillRows))
       ->capture_default_str();
   sub->add_option("--prefill-group", a->prefill_group,
-                  "Prompt positions per layer-major pass (0 = as many as 1 GiB of activations holds)")
-      ->check(CLI::NonNegativeNumber)
+                  "Prompt positions per layer-major pass; 0 = as many as 1 GiB of activations holds")
+      ->transform(whole_number(0, kMaxTokens))
       ->capture_default_str();
-  sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past <|end_of_msg|> (fixed-length benchmarks)");
+  sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past the end-of-message token, for fixed-length benchmarks");
   add_session_options(sub, a->session);
   add_prompt_cache_options(sub, a->prompt_cache);
-  sub->add_flag("--stats", a->stats, "Print per-token times and prefill/decode tokens/s");
-  sub->add_option("--stats-json", a->stats_json, "Write every step's figures (and speculation's) as JSON to this file");
+  sub->add_flag("--stats", a->stats, "Print per-token times, prefill and decode tokens/s and, with --store, what was read; see below");
+  sub->add_option("--stats-json", a->stats_json, "Write every step's figures, and speculation's, as JSON to this file");
   sub->add_option("--tokens-out", a->tokens_out, "Write the generated token ids (comma-separated) to this file");
   sub->add_option("--draft", a->draft,
-                  "Speculative decoding (never changes the output): none, ngram (prompt lookup), dspark:DIR (K3's DSpark "
-                  "checkpoint), model:DIR (a small Qwen3 checkpoint with tokenizer.json), replay:FILE (oracle: a previous "
-                  "run's --tokens-out)")
+                  "Speculative decoding, which never changes the output: none, ngram (prompt lookup), replay:FILE (the "
+                  "oracle: a previous run's --tokens-out), dspark:DIR (K3's DSpark checkpoint) or model:DIR, a small "
+                  "Qwen3 checkpoint with tokenizer.json")
       ->capture_default_str();
   sub->add_option("--draft-k", a->draft_k, "Tokens drafted per step, 1-7; 0 = adapt to what pays")
-      ->check(CLI::Range(0, 7))
+      ->transform(whole_number(0, 7))
       ->capture_default_str();
   return {sub, [a] { return run(*a); }};
 }

@@ -1,4 +1,5 @@
-// deltafin serve: the OpenAI-compatible HTTP server (src/server/http_server.h).
+// deltafin serve: the OpenAI- and Anthropic-compatible HTTP server
+// (src/server/http_server.h).
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -121,59 +122,105 @@ int serve(ServeArgs a) {
 
 Command add_serve(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
-  CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat and text completions, SSE streaming)");
+  CLI::App* sub = app.add_subcommand(
+      "serve", "OpenAI- and Anthropic-compatible HTTP server (chat and text completions, Messages API, SSE streaming)");
+  sub->footer(R"(Routes: GET /v1/models, GET /v1/models/{id}, POST /v1/chat/completions, POST /v1/completions (OpenAI);
+POST /v1/messages, POST /v1/messages/count_tokens (Anthropic, docs/anthropic-api.md); GET /health (no key
+needed). JSON, or server-sent events with stream: true (stream_options.include_usage adds a final usage
+chunk). The key (--api-key) comes as 'Authorization: Bearer KEY' or 'x-api-key: KEY'. Listens on
+loopback unless --host says otherwise (and warns when it does). Agents, tools and each API's dialect:
+docs/agents.md; the HTTP layer, its limits and timeouts: docs/http.md.
+
+One generation at a time; --queue more wait in arrival order, beyond that 429 with Retry-After. A client
+that disconnects while waiting, while its prompt is prefilled or while its tokens are made is noticed and
+its work stops within about 20 ms of model time (the prefill is checked between slices, experts and
+attention heads, not only between layers); it is logged as cancelled. SIGINT / SIGTERM stop
+gracefully: no new connections, the running request cancelled the same way (a stream ends with a 503
+shutting_down event and no [DONE]), queued requests answered 503 shutting_down, heat saved.
+
+Admission by cost: a request's session (KDA state, MLA caches of every position, the prefill pass's
+activations) must fit the session budget, by default 80% of the RAM the spine, expert cache, pinned
+experts and prompt cache leave. --context defaults to the most positions that budget holds (at most the
+model's max_position_embeddings); a --context above it is refused at start, and a prompt at or over the
+context gets a 400 context_length_exceeded giving its token count and session bytes against the context
+and the budget. /health reports the context, the budget, the session bytes per position, the running
+request's phase (idle, prefill with tokens done of total, decode with tokens made), the queue, the
+connections and speculation's rounds, drafted and accepted tokens.
+
+Prompt reuse: after each request the session state is kept (snapshots at the prompt's last-but-one
+position and at the end of the output; --prompt-cache-slots entries, LRU, at most --prompt-cache-mb); a
+request whose tokens start with a kept prefix continues from it (usage.prompt_tokens_details.
+cached_tokens says how many positions were reused), bit-identical to a cold run. The state at each
+prompt's last whole block of 256 tokens is also written to disk (docs/prompt-states.md), so a restarted
+server continues any prompt that shares those blocks.
+
+Decoding is greedy, always: temperature must be 0 or absent (anything else is a 400: sampling is a
+promise deltafin does not keep); top_p in (0, 1] is accepted (the argmax is always inside the nucleus);
+seed is accepted and has no effect. Chat answers come split into reasoning_content (the think block) and
+content; stop strings apply to content and to completion text and are not returned. finish_reason is
+"stop" (end of message or a stop string), "length" (max_tokens or the context) or "tool_calls".
+Speculative decoding is on for every request (--draft auto): a chat is drafted by DSpark when --dspark is
+given, a raw completion by --draft-model when given (else DSpark), otherwise by n-gram prompt lookup; each
+request's controller switches drafting off while it does not pay. It never changes an output bit.
+
+Validation: every field is checked; unknown fields, wrong types, out-of-range values and features not
+honoured (images, logprobs, n > 1, batched prompts) get HTTP 400 {"error": {"message", "type", "param",
+"code"}} naming the field; an unknown model 404; a wrong key 401; a wrong Content-Type 415; a body over
+--max-request-bytes 413.)");
   add_model_options(sub, a->model);
-  sub->add_option("--host", a->server.host, "Address to listen on (loopback unless told otherwise)")->capture_default_str();
-  sub->add_option("--port", a->server.port, "Port (0 = any free port, printed at start)")->check(CLI::Range(0, 65535))->capture_default_str();
-  sub->add_option("--api-key", a->server.api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
-  sub->add_option("--queue", a->server.queue, "Requests that may wait behind the generating one (more get 429)")
-      ->check(CLI::Range(0, 4096))
+  sub->add_option("--host", a->server.host, "Address to listen on; loopback unless told otherwise")->capture_default_str();
+  sub->add_option("--port", a->server.port, "Port; 0 = any free port, printed at start")->transform(whole_number(0, 65535))->capture_default_str();
+  sub->add_option("--api-key", a->server.api_key, "Require this key on /v1 routes, as 'Authorization: Bearer KEY' or 'x-api-key: KEY'");
+  sub->add_option("--queue", a->server.queue, "Requests that may wait behind the generating one; more get 429")
+      ->transform(whole_number(0, 4096))
       ->capture_default_str();
-  sub->add_option("--max-tokens", a->max_tokens, "Most tokens one request may generate (and the default)")
-      ->check(CLI::PositiveNumber)
+  sub->add_option("--max-tokens", a->max_tokens, "Most tokens one request may generate, and the default")
+      ->transform(whole_number(1, kMaxTokens))
       ->capture_default_str();
   sub->add_option("--max-request-bytes", a->server.max_request_bytes, "Largest request body")
-      ->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 32))
+      ->transform(whole_number(1024, int64_t{1} << 32))
       ->capture_default_str();
-  sub->add_option("--served-model-name", a->server.model_name, "The model id clients use (default: the directory's name)");
-  sub->add_option("--prompt-cache-slots", a->prompt_cache_slots, "Session states kept for prompt reuse (0 = none)")
-      ->check(CLI::Range(0, 1024))
+  sub->add_option("--served-model-name", a->server.model_name, "The model id clients use; default the model directory's name");
+  sub->add_option("--prompt-cache-slots", a->prompt_cache_slots, "Session states kept in RAM for prompt reuse; 0 = none")
+      ->transform(whole_number(0, 1024))
       ->capture_default_str();
-  sub->add_option("--prompt-cache-mb", a->prompt_cache_mb, "RAM for the kept session states, MB")
-      ->check(CLI::NonNegativeNumber)
+  sub->add_option("--prompt-cache-mb", a->prompt_cache_mb, "MB of RAM for the kept session states")
+      ->check(number(0))
       ->capture_default_str();
   add_session_options(sub, a->session);
   add_prompt_cache_options(sub, a->prompt_cache);
-  sub->add_option("--max-connections", a->server.max_connections, "Open connections at once (more are answered 503)")
-      ->check(CLI::Range(1, 65536))
+  sub->add_option("--max-connections", a->server.max_connections, "Open connections at once; more are answered 503")
+      ->transform(whole_number(1, 65536))
       ->capture_default_str();
   sub->add_option("--header-timeout", a->header_timeout_s, "Seconds a request's whole header block may take to arrive")
-      ->check(CLI::Range(0.05, 3600.0))
+      ->check(number(0.05, 3600))
       ->capture_default_str();
   sub->add_option("--body-timeout", a->body_timeout_s, "Seconds a request's whole body may take to arrive")
-      ->check(CLI::Range(0.05, 3600.0))
+      ->check(number(0.05, 3600))
       ->capture_default_str();
   sub->add_option("--idle-timeout", a->idle_timeout_s, "Seconds a keep-alive connection may wait for its next request")
-      ->check(CLI::Range(0.05, 3600.0))
+      ->check(number(0.05, 3600))
       ->capture_default_str();
   sub->add_option("--keepalive", a->keepalive_s,
-                  "Seconds a streamed response may send nothing (queued, or a long prefill) before an SSE comment "
-                  "(keep-alive, or prefill progress) keeps the client's connection; 0 = never")
-      ->check(CLI::Range(0.0, 3600.0))
+                  "Seconds a streamed response may send nothing (queued, or in a long prefill) before an SSE comment, "
+                  "keep-alive or prefill progress, keeps the client's connection; 0 = never")
+      ->check(number(0, 3600))
       ->capture_default_str();
   sub->add_option("--prefill-chunk", a->prefill_chunk, "Prompt rows per prefill slice of a layer")
-      ->check(CLI::Range(1, 1 << 20))
+      ->transform(whole_number(1, kMaxPrefillRows))
       ->capture_default_str();
   sub->add_option("--draft", a->draft,
-                  "Speculative decoding for every request (never changes the output; switched off per request when it "
-                  "does not pay): auto (the best of what is given), none, ngram, dspark:DIR, model:DIR")
+                  "Speculative decoding for every request, which never changes the output and is switched off per "
+                  "request while it does not pay: auto (the best of what is given), none, ngram, dspark:DIR or model:DIR")
       ->capture_default_str();
   sub->add_option("--draft-k", a->draft_k, "Tokens drafted per step, 1-7; 0 = adapt per request to what pays")
-      ->check(CLI::Range(0, 7))
+      ->transform(whole_number(0, 7))
       ->capture_default_str();
-  sub->add_option("--dspark", a->dspark, "A DSpark checkpoint for --draft auto (chats and completions)");
-  sub->add_option("--draft-model", a->draft_model, "A small Qwen3 checkpoint for --draft auto (raw completions)");
-  sub->add_option("--http-threads", a->server.http_threads, "Generation worker threads (default: queue + 4)")->capture_default_str();
+  sub->add_option("--dspark", a->dspark, "A DSpark checkpoint for --draft auto, for chats and completions");
+  sub->add_option("--draft-model", a->draft_model, "A small Qwen3 checkpoint for --draft auto, for raw completions");
+  sub->add_option("--http-threads", a->server.http_threads, "Generation worker threads; 0 = queue + 4")
+      ->transform(whole_number(0, kMaxThreads))
+      ->capture_default_str();
   return {sub, [a] { return serve(*a); }};
 }
 

@@ -89,6 +89,11 @@ int run_tokenize(const TokenizeOptions& o) {
 Command add_tokenize(CLI::App& app) {
   auto options = std::make_shared<TokenizeOptions>();
   CLI::App* sub = app.add_subcommand("tokenize", "Print the token ids of a text under a model's tokenizer");
+  sub->footer(R"(The tokenizer is K3's tiktoken.model, or a Hugging Face tokenizer.json (a directory with tokenizer.json
+and no tiktoken.model). --chat renders the text as one user message with the family's chat template
+(K3's XTML, Qwen3's ChatML); --messages gives a whole conversation, --tools, --tool-choice and
+--response-format the request fields of those names, and --render also prints the rendered text. Without
+--specials, special-token spellings in the text are ordinary text.)");
   sub->add_option("--model", options->model_dir, "Model directory (holds tiktoken.model and tokenizer_config.json, or tokenizer.json)")
       ->required();
   sub->add_option("--text", options->text, "Text to tokenize (UTF-8)");
@@ -102,7 +107,7 @@ Command add_tokenize(CLI::App& app) {
                   "Chat mode: tool_choice as JSON (\"auto\", \"none\", \"required\" or {\"type\":\"function\",...})");
   sub->add_option("--response-format", options->response_format, "Chat mode: response_format as JSON");
   sub->add_option("--reasoning-effort", options->effort, "Chat mode: thinking effort (OpenAI's levels; K3 maps them)")
-      ->check(CLI::IsMember({"minimal", "low", "medium", "high", "max"}))
+      ->check(one_of({"minimal", "low", "medium", "high", "max"}))
       ->capture_default_str();
   sub->add_flag("--no-thinking", options->no_thinking, "Chat mode: non-thinking (response) generation prompt");
   sub->add_flag("--render", options->render, "Chat mode: also print the rendered template text");

@@ -9,7 +9,16 @@
 
 int main(int argc, char** argv) {
   deltafin::cli::record_command_line(argc, argv);
-  CLI::App app{"deltafin: run Kimi K3-architecture MoE models with experts streamed from SSD"};
+  // Named here, not from argv[0], so the help reads the same wherever the
+  // binary lies (docs/cli.md is generated from it).
+  CLI::App app{"deltafin: run Mixture-of-Experts language models (Kimi K3, Qwen3-MoE) with their experts streamed from "
+               "SSD or a mirror; the model decides every token",
+               "deltafin"};
+  app.footer(R"(Every subcommand takes --help. How a model is run never changes an output bit: experts resident or
+streamed (from drives or a mirror), any ISA (scalar, AVX2, AVX-512, NEON), thread count, prefill slice or
+batch size, speculative or plain decoding give the same tokens and logits. The one model change is an
+int8-row spine (setup --spine int8, or auto when BF16 does not fit), which every run announces.
+Documentation: README.md and docs/ (docs/cli.md is this help, generated).)");
   app.require_subcommand(1);
   deltafin::cli::register_commands(app);
   try {

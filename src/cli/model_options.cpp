@@ -1,5 +1,7 @@
 #include "cli/model_options.h"
 
+#include "cli/commands.h"
+
 #include "model/loaders/family_loaders.h"
 #include "runtime/engine.h"
 #include "util/error.h"
@@ -10,28 +12,31 @@ void add_model_options(CLI::App* sub, ModelArgs& a) {
   auto* model = sub->add_option("--model", a.model, "Hugging Face checkpoint directory (all weights resident)");
   auto* store = sub->add_option("--store", a.store, "deltafin store directory (experts streamed from its drives)");
   model->excludes(store);
-  sub->add_option("--threads", a.threads, "Worker threads")->check(CLI::PositiveNumber)->capture_default_str();
-  sub->add_option("--cache-gb", a.cache_gb, "Store: GB of RAM for the expert cache (default: 70% of free RAM after the spine)");
-  sub->add_option("--pin-gb", a.pin_gb, "Store: GB of RAM pinned to the hottest experts (heat histogram)")->capture_default_str();
+  sub->add_option("--threads", a.threads, "Worker threads")->transform(whole_number(1, kMaxThreads))->capture_default_str();
+  sub->add_option("--cache-gb", a.cache_gb, "Store: GB of RAM for the expert cache; default 70% of the free RAM the spine leaves")
+      ->check(number(0));
+  sub->add_option("--pin-gb", a.pin_gb, "Store: GB of RAM pinned to the hottest experts of the heat histogram")
+      ->check(number(0))
+      ->capture_default_str();
   sub->add_option("--lookahead", a.lookahead,
-                  "Store: route-lookahead prefetch (auto: per layer, only while recall pays and only as many "
-                  "predictions as the drives can read while otherwise idle)")
-      ->check(CLI::IsMember({"on", "off", "auto"}))
+                  "Store: route-lookahead prefetch; auto runs it per layer, only while recall pays and only for as "
+                  "many predictions as the drives can read while otherwise idle")
+      ->check(one_of({"on", "off", "auto"}))
       ->capture_default_str();
-  sub->add_option("--io", a.io, "Store: I/O engine")->check(CLI::IsMember({"uring", "pread"}))->capture_default_str();
-  sub->add_option("--queue-depth", a.queue_depth, "Store: reads in flight per drive")->check(CLI::Range(1, 256))->capture_default_str();
+  sub->add_option("--io", a.io, "Store: I/O engine")->check(one_of({"uring", "pread"}))->capture_default_str();
+  sub->add_option("--queue-depth", a.queue_depth, "Store: reads in flight per drive")->transform(whole_number(1, 256))->capture_default_str();
   sub->add_option("--prefetch-depth", a.prefetch_depth, "Store: of those, at most this many prefetch reads")
-      ->check(CLI::Range(1, 256))
+      ->transform(whole_number(1, 256))
       ->capture_default_str();
-  sub->add_option("--chunk-mb", a.chunk_mb, "Store: read size in MB (rounded to 4 KiB)")->check(CLI::Range(0.004096, 1024.0))->capture_default_str();
-  sub->add_flag("--buffered", a.buffered, "Store: buffered reads instead of O_DIRECT (for file systems that refuse it)");
+  sub->add_option("--chunk-mb", a.chunk_mb, "Store: read size in MB, rounded to 4 KiB")->check(number(0.004096, 1024))->capture_default_str();
+  sub->add_flag("--buffered", a.buffered, "Store: buffered reads instead of O_DIRECT, for file systems that refuse it");
   sub->add_option("--trace", a.trace, "Store: write every expert read and hit as JSON lines to this file");
   sub->add_option("--fetch-threads", a.fetch_threads, "Streamed store: parallel downloads from the mirror")
-      ->check(CLI::Range(1, 64))
+      ->transform(whole_number(1, 64))
       ->capture_default_str();
   sub->add_option("--disk-budget", a.disk_budget_gb,
-                  "Streamed store: GB of the drives fetched experts may take (overrides setup's; 0 = no limit)")
-      ->check(CLI::NonNegativeNumber);
+                  "Streamed store: GB of the drives fetched experts may take, overriding setup's; 0 = no limit")
+      ->check(number(0));
 }
 
 ModelSource model_source(const ModelArgs& a) {
@@ -71,9 +76,9 @@ std::string PromptCacheArgs::dir_for(const ModelArgs& m) const {
 void add_prompt_cache_options(CLI::App* sub, PromptCacheArgs& a) {
   sub->add_option("--prompt-cache-dir", a.dir,
                   "Keep prompt states on disk here and reuse them for prompts that share a prefix, also after a "
-                  "restart (default: STORE/prompt-cache with --store; none with --model)");
-  sub->add_option("--prompt-cache-disk-gb", a.disk_gb, "Disk budget of the kept prompt states (0 = none)")
-      ->check(CLI::NonNegativeNumber)
+                  "restart; default STORE/prompt-cache with --store, none with --model");
+  sub->add_option("--prompt-cache-disk-gb", a.disk_gb, "GB of disk for the kept prompt states; 0 = none")
+      ->check(number(0))
       ->capture_default_str();
 }
 
@@ -84,13 +89,13 @@ void SessionArgs::apply(EngineSettings& so) const {
 
 void add_session_options(CLI::App* sub, SessionArgs& a) {
   sub->add_option("--context", a.context,
-                  "Most positions per request, prompt and output together (default: what the session budget holds, "
-                  "at most the model's)")
-      ->check(CLI::NonNegativeNumber);
+                  "Most positions per request, prompt and output together; 0 or none: what the session budget holds, "
+                  "at most the model's")
+      ->transform(whole_number(0, kMaxTokens));
   sub->add_option("--session-budget-mb", a.session_budget_mb,
-                  "RAM for the running request's session state, MB (default: 80% of what the spine, expert cache and "
-                  "prompt cache leave)")
-      ->check(CLI::NonNegativeNumber);
+                  "MB of RAM for the running request's session state; 0 or none: 80% of what the spine, expert "
+                  "cache and prompt cache leave")
+      ->check(number(0));
 }
 
 }  // namespace deltafin::cli

@@ -3,7 +3,7 @@
 // the MoE layers in ascending order, experts in order within each (for K3,
 // whose MoE layers are 1..L-1, the layout stores before model families had).
 //
-// Integrity story (README, "Streaming from a mirror"): a mirror publishes at
+// Integrity story (docs/mirror.md): a mirror publishes at
 // most per-file hashes of whole shards, which cannot check a 17.5 MB piece
 // fetched by a range request. So an expert's hash is recorded at its first
 // fetch (after the bytes passed the length and MXFP4 checks), before its file

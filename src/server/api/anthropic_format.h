@@ -9,7 +9,7 @@
 // object: a call whose arguments are one becomes a tool_use block (streamed
 // as one input_json_delta carrying the arguments as the model wrote them);
 // any other call is never dropped but shown as a text block
-// "[tool call NAME: ARGUMENTS]" (README, "Using deltafin from an agent").
+// "[tool call NAME: ARGUMENTS]" (docs/agents.md).
 // Thinking blocks carry an empty signature: deltafin signs nothing, and
 // accepts any signature back.
 #pragma once

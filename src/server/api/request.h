@@ -3,7 +3,7 @@
 // no I/O), so they are unit-tested exhaustively (tests/server/request_test.cpp)
 // and fuzzed (fuzz/request_fuzz.cpp, scripts/fuzz.sh).
 //
-// Policy (README "serve"): every field is checked for type and range; a field
+// Policy (`deltafin serve --help`, docs/cli.md): every field is checked for type and range; a field
 // that is not in the accepted list, or a feature deltafin does not honour,
 // is a 400 naming the field. JSON null counts as "not given" for optional
 // fields, as in OpenAI's API (top-level fields, stream_options.include_usage,
