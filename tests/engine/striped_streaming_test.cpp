@@ -28,6 +28,7 @@
 #include "model/kimi_k3/generator.h"
 #include "store/setup.h"
 #include "store/store_manifest.h"
+#include "support/reader_capability.h"
 #include "support/store_damage.h"
 #include "support/test_support.h"
 #include "util/error.h"
@@ -206,9 +207,13 @@ class StripedExactness : public ::testing::TestWithParam<Case> {};
 
 TEST_P(StripedExactness, LogitsBitIdenticalToResident) {
   const Case& c = GetParam();
+  std::string why;
+  const std::string missing = test::missing_for_reader(c.io, &why);
+  REQUIRE_CAPABILITY(missing, missing.empty(), why);
   World& w = world();
   auto m = load_k3_store(store_of(c.store), engine_options(c));
   ASSERT_TRUE(m->manifest->striped());
+  test::expect_reader_as_asked(m->stream->reader(), c.io);
   EXPECT_TRUE(bit_identical(logits_of(*m->model, w.ids, true), w.decode)) << "decode";
   EXPECT_TRUE(bit_identical(logits_of(*m->model, w.ids, false), w.prefill)) << "prefill";
   const StreamCounters k = m->stream->counters();
@@ -249,8 +254,10 @@ TEST(StripedStreaming, ColdReadMovesEachRecordOnce) {
   ASSERT_GT(w.decode_experts.size(), 16u);
   for (const char* store : {"s2", "s3", "s3u", "w1"}) {
     for (IoEngine io : {IoEngine::Pread, IoEngine::Uring}) {
+      if (!test::engine_here(io)) continue;
       SCOPED_TRACE(std::string(store) + " " + io_engine_name(io));
       auto m = load_k3_store(store_of(store), engine_options(Cache::All, LookaheadMode::Off, io, 1));
+      EXPECT_EQ(m->stream->reader().engine(), io);
       EXPECT_TRUE(bit_identical(logits_of(*m->model, w.ids, true), w.decode));
       StreamCounters k = m->stream->counters();
       // Every distinct (layer, expert) the decode uses, read once, all of its bytes.
@@ -296,6 +303,7 @@ std::string failing_run(const std::string& store, IoEngine io) {
   std::string msg;
   try {
     auto m = load_k3_store(store, engine_options(Cache::None, LookaheadMode::Off, io, 1));
+    EXPECT_EQ(m->stream->reader().engine(), io);
     logits_of(*m->model, world().ids, true);
     ADD_FAILURE() << "the run did not fail";
   } catch (const Error& e) {
@@ -322,6 +330,7 @@ void expect_names_the_stripe(const std::string& msg, const StoreCopy& s, int d, 
 
 TEST(StripedFaults, MissingStripeStopsTheRunNamingIt) {
   for (IoEngine io : {IoEngine::Pread, IoEngine::Uring}) {
+    if (!test::engine_here(io)) continue;
     SCOPED_TRACE(io_engine_name(io));
     StoreCopy s(world().striped3());
     s.damage_layer1_stripes(1, remove_file);
@@ -331,6 +340,7 @@ TEST(StripedFaults, MissingStripeStopsTheRunNamingIt) {
 
 TEST(StripedFaults, TruncatedStripeStopsTheRunNamingIt) {
   for (IoEngine io : {IoEngine::Pread, IoEngine::Uring}) {
+    if (!test::engine_here(io)) continue;
     SCOPED_TRACE(io_engine_name(io));
     StoreCopy s(world().striped3());
     s.damage_layer1_stripes(0, truncate_file);
@@ -340,6 +350,7 @@ TEST(StripedFaults, TruncatedStripeStopsTheRunNamingIt) {
 
 TEST(StripedFaults, CorruptedStripeIsNeverUsed) {
   for (IoEngine io : {IoEngine::Pread, IoEngine::Uring}) {
+    if (!test::engine_here(io)) continue;
     for (int d : {0, 2}) {
       SCOPED_TRACE(cat(io_engine_name(io), " drive ", d));
       StoreCopy s(world().striped3());
@@ -380,6 +391,7 @@ TEST(StripedFaults, DamageToUnusedExpertsChangesNothing) {
 TEST(StripedPrefetch, UnusedPrefetchIsCancelledOnEveryDrive) {
   const K3Checkpoint ck = load_k3_checkpoint(world().ckpt);
   for (IoEngine io : {IoEngine::Pread, IoEngine::Uring}) {
+    if (!test::engine_here(io)) continue;
     SCOPED_TRACE(io_engine_name(io));
     const StoreManifest man = load_store_manifest(world().striped3());
     StreamOptions so;
@@ -390,6 +402,7 @@ TEST(StripedPrefetch, UnusedPrefetchIsCancelledOnEveryDrive) {
     monitor.open_trace(tmp.file("trace.jsonl"));
     auto owned = std::make_unique<StreamingExpertSource>(man, so, nullptr, &monitor, 16);
     StreamingExpertSource& src = *owned;
+    EXPECT_EQ(src.reader().engine(), io);
     // Expert 0 of layer 1 in the cache, read through its three stripes.
     ExpertHandle h0 = src.get(1, 0);
     const std::vector<uint8_t> want0 = ck.read_expert_record(1, 0);
@@ -467,6 +480,7 @@ TEST(StripedPrefetch, UnusedPrefetchIsCancelledOnEveryDrive) {
 TEST(StripedPrefetch, PrefetchDemandedWhileLoadingIsPromotedOnEveryDrive) {
   const K3Checkpoint ck = load_k3_checkpoint(world().ckpt);
   for (IoEngine io : {IoEngine::Pread, IoEngine::Uring}) {
+    if (!test::engine_here(io)) continue;
     SCOPED_TRACE(io_engine_name(io));
     const StoreManifest man = load_store_manifest(world().striped3_unequal());  // stripes 12288, 4096, 3200
     StreamOptions so;
@@ -477,6 +491,7 @@ TEST(StripedPrefetch, PrefetchDemandedWhileLoadingIsPromotedOnEveryDrive) {
     monitor.open_trace(tmp.file("trace.jsonl"));
     auto owned = std::make_unique<StreamingExpertSource>(man, so, nullptr, &monitor, 16);
     StreamingExpertSource& src = *owned;
+    EXPECT_EQ(src.reader().engine(), io);
     src.get(3, 0);  // expert 0 in the cache
     auto& reader = const_cast<ExpertReader&>(src.reader());
     reader.pause_dispatch(true);
