@@ -7,6 +7,7 @@
 // is cancelled on every drive.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -603,4 +604,53 @@ TEST(StreamingGroups, HitsComeAsOneGroupAndLandedReadsTogether) {
   const StreamCounters k = src.counters();
   EXPECT_EQ(k.hits, 3u);
   EXPECT_EQ(k.misses, 3u + 2u);  // the three get() calls, then 5 and 6
+}
+
+// A demand that finds every cache slot held by reads it did not start waits
+// for one of them to land, then reads its expert into the freed slot. The
+// demand reserve (experts_per_token) normally keeps slots claimable; a source
+// with none lets prefetches in flight hold them all, the state this wait is
+// for. The wait is counted: exactly one (a loop that spun instead of waiting
+// would count many), and only after it is seen do the prefetches go on.
+TEST(StreamingGroups, ADemandWaitsWhileEverySlotIsHeldByReadsInFlight) {
+  const K3Checkpoint ck = load_k3_checkpoint(world().ckpt);
+  const StoreManifest man = load_store_manifest(world().striped2());
+  StreamOptions so;
+  so.cache_slots = 4;
+  so.reader = engine_options(Cache::None, LookaheadMode::Off, IoEngine::Pread, 1).reader;
+  StreamingExpertSource src(man, so, nullptr, nullptr, /*experts_per_token=*/0);
+  auto& reader = const_cast<ExpertReader&>(src.reader());
+  reader.pause_dispatch(true);
+  const int64_t next_layer[4] = {10, 11, 12, 13};
+  src.prefetch(3, next_layer);
+  ASSERT_EQ(src.counters().prefetch_issued, 4u);  // every slot loading, nothing can land
+  bool seen_waiting = false;
+  std::atomic<bool> returned{false};
+  std::thread release([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (src.slot_waits() == 0 && !returned && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    seen_waiting = src.slot_waits() > 0;
+    reader.pause_dispatch(false);
+  });
+  const int64_t want[1] = {7};
+  int used = 0;
+  try {
+    src.for_each_ready(2, want, [&](size_t, const uint8_t* p) {
+      ++used;
+      EXPECT_EQ(std::memcmp(p, ck.read_expert_record(2, 7).data(), kRecord), 0);
+    });
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+  returned = true;
+  release.join();
+  EXPECT_TRUE(seen_waiting) << "the demand never waited for a slot";
+  EXPECT_EQ(used, 1);
+  EXPECT_EQ(src.slot_waits(), 1u);
+  const StreamCounters k = src.counters();
+  EXPECT_EQ(k.slot_waits, 1u);
+  EXPECT_EQ(k.misses, 1u);
+  EXPECT_EQ(k.hits, 0u);
+  EXPECT_EQ(src.cache().evictions(), 1u);  // a landed prefetch made room
 }
