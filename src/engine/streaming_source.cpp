@@ -350,7 +350,10 @@ void StreamingExpertSource::for_each_ready_group(int64_t layer, std::span<const 
       if (pending.empty() && next_deferred == deferred.size()) break;
       auto t0 = std::chrono::steady_clock::now();
       if (pending.empty()) {
-        cache_->wait_change(full_version);  // every slot is taken: wait for one to free
+        // Every slot is taken by reads this layer did not start (prefetches
+        // in flight, cancelled ones not yet landed): wait for one to free.
+        slot_waits_.fetch_add(1);
+        cache_->wait_change(full_version);
         const double waited = seconds_since(t0);
         c_.wait_s += waited, c_.layer_wait_s[li] += waited;
         continue;
@@ -513,6 +516,7 @@ size_t StreamingExpertSource::warm_pinned() {
 StreamCounters StreamingExpertSource::counters() const {
   StreamCounters c = c_;
   c.bytes_read = bytes_read_.load();
+  c.slot_waits = slot_waits_.load();
   if (fetcher_) c.fetch = fetcher_->counters();
   return c;
 }

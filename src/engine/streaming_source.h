@@ -36,6 +36,7 @@ struct StreamCounters {
   uint64_t prefetch_gated = 0;    // predictions not read: more than the drives' idle time before their layer holds
   uint64_t prefetch_deferred = 0; // predictions read later, into slots the current layer released
   uint64_t prefetch_lost = 0;     // predictions read, needed, but evicted before their layer came (wasted reads)
+  uint64_t slot_waits = 0;        // demands that found every slot held by reads they did not start, and waited
   double wait_s = 0;           // engine thread blocked on reads
   // Per MoE layer (index = layer): time in the layer's expert phase (reads
   // waited for and experts computed, for_each_ready) and the part of it spent
@@ -75,6 +76,8 @@ public:
   size_t warm_pinned();
 
   StreamCounters counters() const;
+  // counters().slot_waits, readable from any thread while a pass runs.
+  uint64_t slot_waits() const { return slot_waits_.load(); }
   const ExpertReader& reader() const { return *reader_; }
   const ExpertCache& cache() const { return *cache_; }
   const ExpertFetcher* fetcher() const { return fetcher_.get(); }
@@ -113,6 +116,7 @@ private:
   std::unique_ptr<ExpertReader> reader_;
   StreamCounters c_;  // engine-thread fields
   std::atomic<uint64_t> bytes_read_{0};
+  std::atomic<uint64_t> slot_waits_{0};
   size_t pass_positions_ = 0;
   // Predictions for the next layer that did not fit when predicted: issued
   // one by one as the current layer, all its reads claimed, releases slots.

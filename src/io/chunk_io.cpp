@@ -17,9 +17,17 @@ namespace deltafin {
 
 namespace {
 std::atomic<int> g_direct_open_error{0};
+std::atomic<uint64_t> g_short_reads{0};
+std::atomic<int64_t> g_read_result{0};
+std::atomic<int> g_read_result_times{0};
 }  // namespace
 
 void io_test_hooks::set_direct_open_error(int err) { g_direct_open_error.store(err); }
+void io_test_hooks::set_short_reads(uint64_t max_bytes) { g_short_reads.store(max_bytes); }
+void io_test_hooks::set_read_result(int64_t result, int times) {
+  g_read_result.store(result);
+  g_read_result_times.store(times);
+}
 
 namespace io_detail {
 
@@ -91,7 +99,23 @@ uint64_t ChunkRead::next_len() const {
   return std::min(total - done_, kMaxReadBytes);
 }
 
+namespace {
+// A read's result as the test hooks make it (io/test_hooks.h); res itself
+// when they are off, which costs two relaxed loads per read.
+int64_t faulted_result(uint8_t* dst, int64_t res) {
+  if (g_read_result_times.load(std::memory_order_relaxed) > 0 && g_read_result_times.fetch_sub(1) > 0)
+    return g_read_result.load();
+  const uint64_t cap = g_short_reads.load(std::memory_order_relaxed);
+  if (cap > 0 && res > static_cast<int64_t>(cap)) {
+    std::memset(dst + cap, 0xEE, static_cast<size_t>(res) - cap);  // never arrived
+    return static_cast<int64_t>(cap);
+  }
+  return res;
+}
+}  // namespace
+
 bool ChunkRead::advance(int64_t res, ChunkOutcome* out) {
+  res = faulted_result(next_dst(), res);
   if (res < 0) {
     const int err = static_cast<int>(-res);
     if (err == EINTR || err == EAGAIN) return false;  // issue the same read again

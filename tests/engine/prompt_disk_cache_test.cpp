@@ -1,8 +1,9 @@
 // Prompt states on disk (engine/prompt_disk_cache.h): a restored state
 // equals the computed one bit for bit (session and the logits that follow),
 // any prompt sharing the prefix finds it, and every kind of bad file — a
-// flipped byte, a truncated file, a corrupt header, a file of another model —
-// is ignored with a warning and removed, never used; the disk budget evicts
+// flipped byte, a truncated file, a corrupt header, a file of another model,
+// each header field wrong alone in an otherwise sealed file — is ignored with
+// a warning naming what was wrong and removed, never used; the disk budget evicts
 // the least recently used. (The kill -9 and restarted-server cases drive the
 // binary: tests/server/prompt_state_process_test.cpp.)
 #include "engine/prompt_disk_cache.h"
@@ -12,9 +13,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <thread>
 
 #include "model/kimi_k3/load/loaded_k3.h"
@@ -25,6 +28,7 @@
 #include "support/family_model.h"
 #include "support/session_compare.h"
 #include "support/test_support.h"
+#include "util/crc32c.h"
 
 using namespace deltafin;
 namespace fs = std::filesystem;
@@ -84,6 +88,27 @@ void flip_byte(const std::string& path, uint64_t at) {
   c = static_cast<char>(c ^ 0x10);
   f.seekp(static_cast<std::streamoff>(at));
   f.write(&c, 1);
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void put_u32(std::string& b, size_t at, uint32_t v) { std::memcpy(b.data() + at, &v, 4); }
+void put_u64(std::string& b, size_t at, uint64_t v) { std::memcpy(b.data() + at, &v, 8); }
+
+// Applies `edit` to a kept file's bytes and seals them again as a writer
+// would, so that only the edited field is wrong: the payload's CRC-32C
+// (bytes 96..99, over everything after the 128-byte header) when
+// `reseal_payload`, then the header's (bytes 124..127, over bytes 0..123).
+// The layout is the one prompt_disk_cache.cpp documents.
+void craft(const std::string& path, const std::function<void(std::string&)>& edit, bool reseal_payload = false) {
+  std::string b = file_bytes(path);
+  edit(b);
+  if (reseal_payload) put_u32(b, 96, crc32c(b.data() + 128, b.size() - 128));
+  put_u32(b, 124, crc32c(b.data(), 124));
+  test::write_bytes(path, b);
 }
 
 }  // namespace
@@ -171,14 +196,42 @@ TEST_P(PromptDiskCacheTest, BadFilesAreIgnoredWithAWarningAndRemoved) {
       {"a truncated file", [](const std::string& p) { fs::resize_file(p, fs::file_size(p) - 100); }, "truncated"},
       {"a truncated header", [](const std::string& p) { fs::resize_file(p, 60); }, "not even the header"},
       {"an empty file", [](const std::string& p) { fs::resize_file(p, 0); }, "not even the header"},
+      // Each header field wrong alone, the file otherwise sealed as valid.
+      {"another magic", [](const std::string& p) { craft(p, [](std::string& b) { b[7] = 'X'; }); },
+       "not a deltafin prompt state"},
+      {"a later format version", [](const std::string& p) { craft(p, [](std::string& b) { put_u32(b, 8, 2); }); },
+       "format version 2; this deltafin reads version 1"},
+      {"another model's fingerprint",
+       [](const std::string& p) { craft(p, [](std::string& b) { b.replace(16, 64, std::string(64, 'b')); }); },
+       "another model or build of the weights (fingerprint bbbbbbbbbbbbbbbb..., this model's aaaaaaaaaaaaaaaa...)"},
+      {"a length other than its name's",
+       [](const std::string& p) { craft(p, [](std::string& b) { put_u64(b, 80, 2 * B); }); },
+       "it holds 512 positions, its name says 256"},
+      {"a payload size other than the state's",
+       [](const std::string& p) { craft(p, [](std::string& b) { put_u64(b, 88, b.size() - 128 + 4); }); },
+       "bytes; 256 positions are "},
+      {"a payload CRC that does not match",
+       [](const std::string& p) { craft(p, [](std::string& b) { b[96] ^= 1; }); }, "contents are corrupt"},
+      {"a padded file", [](const std::string& p) { std::ofstream(p, std::ios::app | std::ios::binary) << 'x'; },
+       "truncated or padded"},
+      {"other tokens under its name",
+       [](const std::string& p) { craft(p, [](std::string& b) { b[128] ^= 1; }, /*reseal_payload=*/true); },
+       "its tokens differ from the prompt's"},
   };
+  // One state computed and kept; each case damages a copy of it in a directory of its own.
+  test::TempDir original;
+  {
+    PromptDiskCache cache(original.path(), 1ull << 30, kFingerprint, model());
+    keep(cache, prompt, B);
+  }
+  const std::string kept = only_file(original.path());
   for (const Damage& d : cases) {
     SCOPED_TRACE(d.what);
     test::TempDir dir;
-    PromptDiskCache cache(dir.path(), 1ull << 30, kFingerprint, model());
-    keep(cache, prompt, B);
-    const std::string path = only_file(dir.path());
+    const std::string path = dir.path() + "/" + fs::path(kept).filename().string();
+    fs::copy_file(kept, path);
     d.apply(path);
+    PromptDiskCache cache(dir.path(), 1ull << 30, kFingerprint, model());
     testing::internal::CaptureStderr();
     PromptDiskCache::Restored r = cache.restore(prompt, 0);
     const std::string err = testing::internal::GetCapturedStderr();
@@ -186,6 +239,7 @@ TEST_P(PromptDiskCacheTest, BadFilesAreIgnoredWithAWarningAndRemoved) {
     EXPECT_FALSE(r.session);
     EXPECT_NE(err.find("ignoring " + path), std::string::npos) << err;
     EXPECT_NE(err.find(d.warning), std::string::npos) << err;
+    EXPECT_NE(err.find("(removed; the prompt is computed instead)"), std::string::npos) << err;
     EXPECT_FALSE(fs::exists(path));
     EXPECT_EQ(cache.stats().rejected, 1);
   }

@@ -21,6 +21,7 @@
 #include "store/setup.h"
 #include "store/spine_file.h"
 #include "store/store_manifest.h"
+#include "support/reader_capability.h"
 #include "support/store_damage.h"
 #include "support/test_support.h"
 
@@ -169,12 +170,17 @@ class StreamedExactness : public ::testing::TestWithParam<Case> {};
 
 TEST_P(StreamedExactness, LogitsBitIdenticalToResident) {
   const Case& c = GetParam();
+  // The case's engine, with direct reads: exactness on another is not what it claims.
+  std::string why;
+  const std::string missing = test::missing_for_reader(c.io, &why);
+  REQUIRE_CAPABILITY(missing, missing.empty(), why);
   World& w = c.family == "kimi_k3" ? tiny() : tiny_qwen3_moe();
   const std::string store = w.store(c.drives, c.replicate, c.layout);
   EngineOptions o = engine_options(c);
   if (c.cache_gb > 0) o.cache_gb = 3.0 * static_cast<double>(load_store_manifest(store).expert_bytes) / 1e9 * 4;
   auto m = load_store(store, o);
   EXPECT_EQ(m->family->name, c.family);
+  test::expect_reader_as_asked(m->stream->reader(), c.io);
   EXPECT_TRUE(bit_identical(logits_of(*m, w.ids, true), w.decode)) << "decode";
   EXPECT_TRUE(bit_identical(logits_of(*m, w.ids, false), w.prefill)) << "prefill";
   // Every demanded expert was a hit, a read, or a prefetch caught in flight.

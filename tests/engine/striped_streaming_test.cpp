@@ -7,6 +7,7 @@
 // is cancelled on every drive.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -28,6 +29,7 @@
 #include "model/kimi_k3/generator.h"
 #include "store/setup.h"
 #include "store/store_manifest.h"
+#include "support/reader_capability.h"
 #include "support/store_damage.h"
 #include "support/test_support.h"
 #include "util/error.h"
@@ -206,9 +208,13 @@ class StripedExactness : public ::testing::TestWithParam<Case> {};
 
 TEST_P(StripedExactness, LogitsBitIdenticalToResident) {
   const Case& c = GetParam();
+  std::string why;
+  const std::string missing = test::missing_for_reader(c.io, &why);
+  REQUIRE_CAPABILITY(missing, missing.empty(), why);
   World& w = world();
   auto m = load_k3_store(store_of(c.store), engine_options(c));
   ASSERT_TRUE(m->manifest->striped());
+  test::expect_reader_as_asked(m->stream->reader(), c.io);
   EXPECT_TRUE(bit_identical(logits_of(*m->model, w.ids, true), w.decode)) << "decode";
   EXPECT_TRUE(bit_identical(logits_of(*m->model, w.ids, false), w.prefill)) << "prefill";
   const StreamCounters k = m->stream->counters();
@@ -249,8 +255,10 @@ TEST(StripedStreaming, ColdReadMovesEachRecordOnce) {
   ASSERT_GT(w.decode_experts.size(), 16u);
   for (const char* store : {"s2", "s3", "s3u", "w1"}) {
     for (IoEngine io : {IoEngine::Pread, IoEngine::Uring}) {
+      if (!test::engine_here(io)) continue;
       SCOPED_TRACE(std::string(store) + " " + io_engine_name(io));
       auto m = load_k3_store(store_of(store), engine_options(Cache::All, LookaheadMode::Off, io, 1));
+      EXPECT_EQ(m->stream->reader().engine(), io);
       EXPECT_TRUE(bit_identical(logits_of(*m->model, w.ids, true), w.decode));
       StreamCounters k = m->stream->counters();
       // Every distinct (layer, expert) the decode uses, read once, all of its bytes.
@@ -296,6 +304,7 @@ std::string failing_run(const std::string& store, IoEngine io) {
   std::string msg;
   try {
     auto m = load_k3_store(store, engine_options(Cache::None, LookaheadMode::Off, io, 1));
+    EXPECT_EQ(m->stream->reader().engine(), io);
     logits_of(*m->model, world().ids, true);
     ADD_FAILURE() << "the run did not fail";
   } catch (const Error& e) {
@@ -322,6 +331,7 @@ void expect_names_the_stripe(const std::string& msg, const StoreCopy& s, int d, 
 
 TEST(StripedFaults, MissingStripeStopsTheRunNamingIt) {
   for (IoEngine io : {IoEngine::Pread, IoEngine::Uring}) {
+    if (!test::engine_here(io)) continue;
     SCOPED_TRACE(io_engine_name(io));
     StoreCopy s(world().striped3());
     s.damage_layer1_stripes(1, remove_file);
@@ -331,6 +341,7 @@ TEST(StripedFaults, MissingStripeStopsTheRunNamingIt) {
 
 TEST(StripedFaults, TruncatedStripeStopsTheRunNamingIt) {
   for (IoEngine io : {IoEngine::Pread, IoEngine::Uring}) {
+    if (!test::engine_here(io)) continue;
     SCOPED_TRACE(io_engine_name(io));
     StoreCopy s(world().striped3());
     s.damage_layer1_stripes(0, truncate_file);
@@ -340,6 +351,7 @@ TEST(StripedFaults, TruncatedStripeStopsTheRunNamingIt) {
 
 TEST(StripedFaults, CorruptedStripeIsNeverUsed) {
   for (IoEngine io : {IoEngine::Pread, IoEngine::Uring}) {
+    if (!test::engine_here(io)) continue;
     for (int d : {0, 2}) {
       SCOPED_TRACE(cat(io_engine_name(io), " drive ", d));
       StoreCopy s(world().striped3());
@@ -380,6 +392,7 @@ TEST(StripedFaults, DamageToUnusedExpertsChangesNothing) {
 TEST(StripedPrefetch, UnusedPrefetchIsCancelledOnEveryDrive) {
   const K3Checkpoint ck = load_k3_checkpoint(world().ckpt);
   for (IoEngine io : {IoEngine::Pread, IoEngine::Uring}) {
+    if (!test::engine_here(io)) continue;
     SCOPED_TRACE(io_engine_name(io));
     const StoreManifest man = load_store_manifest(world().striped3());
     StreamOptions so;
@@ -390,6 +403,7 @@ TEST(StripedPrefetch, UnusedPrefetchIsCancelledOnEveryDrive) {
     monitor.open_trace(tmp.file("trace.jsonl"));
     auto owned = std::make_unique<StreamingExpertSource>(man, so, nullptr, &monitor, 16);
     StreamingExpertSource& src = *owned;
+    EXPECT_EQ(src.reader().engine(), io);
     // Expert 0 of layer 1 in the cache, read through its three stripes.
     ExpertHandle h0 = src.get(1, 0);
     const std::vector<uint8_t> want0 = ck.read_expert_record(1, 0);
@@ -467,6 +481,7 @@ TEST(StripedPrefetch, UnusedPrefetchIsCancelledOnEveryDrive) {
 TEST(StripedPrefetch, PrefetchDemandedWhileLoadingIsPromotedOnEveryDrive) {
   const K3Checkpoint ck = load_k3_checkpoint(world().ckpt);
   for (IoEngine io : {IoEngine::Pread, IoEngine::Uring}) {
+    if (!test::engine_here(io)) continue;
     SCOPED_TRACE(io_engine_name(io));
     const StoreManifest man = load_store_manifest(world().striped3_unequal());  // stripes 12288, 4096, 3200
     StreamOptions so;
@@ -477,6 +492,7 @@ TEST(StripedPrefetch, PrefetchDemandedWhileLoadingIsPromotedOnEveryDrive) {
     monitor.open_trace(tmp.file("trace.jsonl"));
     auto owned = std::make_unique<StreamingExpertSource>(man, so, nullptr, &monitor, 16);
     StreamingExpertSource& src = *owned;
+    EXPECT_EQ(src.reader().engine(), io);
     src.get(3, 0);  // expert 0 in the cache
     auto& reader = const_cast<ExpertReader&>(src.reader());
     reader.pause_dispatch(true);
@@ -588,4 +604,53 @@ TEST(StreamingGroups, HitsComeAsOneGroupAndLandedReadsTogether) {
   const StreamCounters k = src.counters();
   EXPECT_EQ(k.hits, 3u);
   EXPECT_EQ(k.misses, 3u + 2u);  // the three get() calls, then 5 and 6
+}
+
+// A demand that finds every cache slot held by reads it did not start waits
+// for one of them to land, then reads its expert into the freed slot. The
+// demand reserve (experts_per_token) normally keeps slots claimable; a source
+// with none lets prefetches in flight hold them all, the state this wait is
+// for. The wait is counted: exactly one (a loop that spun instead of waiting
+// would count many), and only after it is seen do the prefetches go on.
+TEST(StreamingGroups, ADemandWaitsWhileEverySlotIsHeldByReadsInFlight) {
+  const K3Checkpoint ck = load_k3_checkpoint(world().ckpt);
+  const StoreManifest man = load_store_manifest(world().striped2());
+  StreamOptions so;
+  so.cache_slots = 4;
+  so.reader = engine_options(Cache::None, LookaheadMode::Off, IoEngine::Pread, 1).reader;
+  StreamingExpertSource src(man, so, nullptr, nullptr, /*experts_per_token=*/0);
+  auto& reader = const_cast<ExpertReader&>(src.reader());
+  reader.pause_dispatch(true);
+  const int64_t next_layer[4] = {10, 11, 12, 13};
+  src.prefetch(3, next_layer);
+  ASSERT_EQ(src.counters().prefetch_issued, 4u);  // every slot loading, nothing can land
+  bool seen_waiting = false;
+  std::atomic<bool> returned{false};
+  std::thread release([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (src.slot_waits() == 0 && !returned && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    seen_waiting = src.slot_waits() > 0;
+    reader.pause_dispatch(false);
+  });
+  const int64_t want[1] = {7};
+  int used = 0;
+  try {
+    src.for_each_ready(2, want, [&](size_t, const uint8_t* p) {
+      ++used;
+      EXPECT_EQ(std::memcmp(p, ck.read_expert_record(2, 7).data(), kRecord), 0);
+    });
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+  returned = true;
+  release.join();
+  EXPECT_TRUE(seen_waiting) << "the demand never waited for a slot";
+  EXPECT_EQ(used, 1);
+  EXPECT_EQ(src.slot_waits(), 1u);
+  const StreamCounters k = src.counters();
+  EXPECT_EQ(k.slot_waits, 1u);
+  EXPECT_EQ(k.misses, 1u);
+  EXPECT_EQ(k.hits, 0u);
+  EXPECT_EQ(src.cache().evictions(), 1u);  // a landed prefetch made room
 }

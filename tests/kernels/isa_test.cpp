@@ -6,8 +6,13 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <initializer_list>
 #include <iostream>
+#include <set>
+#include <sstream>
 #include <string>
+#include <tuple>
 
 #include "support/test_support.h"
 #include "util/error.h"
@@ -71,6 +76,53 @@ TEST(Isa, TheTargetsOwnPathsOnly) {
   EXPECT_FALSE(isa_supported(Isa::Neon));
 #endif
 }
+
+#if defined(__x86_64__) && defined(__linux__)
+// The features the kernel lists for CPU 0 in /proc/cpuinfo ("flags"): a view
+// of the CPU that does not go through isa.cpp's CPUID code. The kernel drops
+// a feature whose register state the OS does not enable, as isa.cpp's XCR0
+// check does.
+std::set<std::string> cpuinfo_flags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::set<std::string> flags;
+    for (std::string w; words >> w;) flags.insert(w);
+    return flags;
+  }
+  return {};
+}
+
+// Every x86 path this CPU can run is offered (and so run by every kernel
+// test, which iterates the supported paths): a build or a detection that
+// quietly lost AVX2 or AVX-512 would leave the kernel tests passing on scalar
+// alone. A path whose features the CPU lacks is not offered, and its tests
+// are skipped with a note (a CPU without AVX-512 is no fault of the machine).
+TEST(Isa, EveryX86PathThisCpuHasIsOffered) {
+  const std::set<std::string> flags = cpuinfo_flags();
+  ASSERT_FALSE(flags.empty()) << "no flags line in /proc/cpuinfo";
+  auto has = [&](std::initializer_list<const char*> names) {
+    for (const char* n : names)
+      if (!flags.count(n)) return false;
+    return true;
+  };
+  const bool avx2 = has({"avx", "avx2", "fma", "f16c"});
+  const bool avx512 = avx2 && has({"avx512f", "avx512bw", "avx512vl"});
+  for (auto [isa, cpu_has, features] : {std::tuple{Isa::Avx2, avx2, "avx avx2 fma f16c"},
+                                        std::tuple{Isa::Avx512, avx512, "avx512f avx512bw avx512vl"}}) {
+    SCOPED_TRACE(isa_name(isa));
+    if (!cpu_has) {
+      EXPECT_FALSE(isa_supported(isa)) << "offered on a CPU without " << features;
+      std::printf("[ note     ] this CPU lacks %s: the %s path is not tested here\n", features, isa_name(isa));
+      continue;
+    }
+    test::have_capability(isa_name(isa), isa_supported(isa),
+                          std::string("/proc/cpuinfo lists ") + features + ", but this build does not offer the path");
+  }
+}
+#endif
 
 TEST(Isa, UnknownValueIsAnErrorNamingTheVariable) {
   for (const char* bad : {"bogus", "AVX2", "avx-512", "sse", " scalar"}) {

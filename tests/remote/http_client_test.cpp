@@ -76,8 +76,7 @@ class HttpMirror : public ::testing::Test {
 protected:
   void SetUp() override {
     if (!test::nginx_available()) {
-      const char* ci = std::getenv("CI");
-      if (ci && std::string(ci) == "true") FAIL() << "nginx (/usr/sbin/nginx) is missing under CI: apt-get install nginx";
+      if (::deltafin::test::under_ci()) FAIL() << "nginx (/usr/sbin/nginx) is missing under CI: apt-get install nginx";
       GTEST_SKIP() << "\n*** SKIPPED: nginx (/usr/sbin/nginx) is missing (scripts/install-deps.sh installs it)"
                    << "\n*** the HTTP client has NOT been checked against a real mirror\n";
     }

@@ -47,8 +47,7 @@ size_t expert_files(const std::string& drive) {
 
 TEST(Qwen3MoeStream, StreamedStoreRunsExactAndPrefetchFillsEveryLayer) {
   if (!nginx_available()) {
-    const char* ci = std::getenv("CI");
-    if (ci && std::string(ci) == "true") FAIL() << "nginx (/usr/sbin/nginx) is missing under CI: apt-get install nginx";
+    if (::deltafin::test::under_ci()) FAIL() << "nginx (/usr/sbin/nginx) is missing under CI: apt-get install nginx";
     GTEST_SKIP() << "nginx (/usr/sbin/nginx) is missing: setup --stream for Qwen3-MoE has NOT been checked";
   }
   TempDir dir;

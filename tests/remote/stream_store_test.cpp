@@ -290,8 +290,7 @@ class StreamStore : public ::testing::Test {
 protected:
   void SetUp() override {
     if (!nginx_available()) {
-      const char* ci = std::getenv("CI");
-      if (ci && std::string(ci) == "true") FAIL() << "nginx (/usr/sbin/nginx) is missing under CI: apt-get install nginx";
+      if (::deltafin::test::under_ci()) FAIL() << "nginx (/usr/sbin/nginx) is missing under CI: apt-get install nginx";
       GTEST_SKIP() << "\n*** SKIPPED: nginx (/usr/sbin/nginx) is missing (scripts/install-deps.sh installs it)"
                    << "\n*** setup --stream has NOT been checked against a real mirror\n";
     }

@@ -23,8 +23,7 @@ class StripedStreamSetup : public ::testing::Test {
 protected:
   void SetUp() override {
     if (!nginx_available()) {
-      const char* ci = std::getenv("CI");
-      if (ci && std::string(ci) == "true") FAIL() << "nginx (/usr/sbin/nginx) is missing under CI";
+      if (::deltafin::test::under_ci()) FAIL() << "nginx (/usr/sbin/nginx) is missing under CI";
       GTEST_SKIP() << "nginx (/usr/sbin/nginx) is missing: setup --stream --layout is NOT checked";
     }
     GenerateOptions o;

@@ -11,11 +11,21 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "server/http_test_client.h"
 #include "util/error.h"
@@ -151,6 +161,126 @@ TEST_P(EventLoopBackend, AHeaderBlockThatNeverEndsGets408) {
   HttpResponse r = c.read_response();  // the loop answers at the 300 ms deadline
   EXPECT_EQ(r.status, 408);
   EXPECT_EQ(l.loop().stats().timeouts, 1u);
+}
+
+// Polls `done` every millisecond for up to 60 s (a failure cannot hang).
+bool eventually(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// The request bytes held across all connections are bounded: the request
+// that would cross max_buffered_bytes is answered 503 server_busy and
+// dropped, the one holding the bytes is served, and once they are let go the
+// loop takes a request of that size again.
+TEST_P(EventLoopBackend, TheRequestThatCrossesTheBufferLimitGets503ServerBusy) {
+  LoopOptions o = options();
+  o.header_timeout = std::chrono::seconds(30);  // no 408 however slow a loaded machine sends
+  o.max_buffered_bytes = 4096;
+  RunningLoop l(o);
+  HttpConnection a(l.port()), b(l.port());
+  ASSERT_TRUE(a.connected() && b.connected());
+  // a's head and 3000 bytes of its 3500-byte body: held while the rest comes.
+  ASSERT_TRUE(a.send("POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3500\r\n\r\n" + std::string(3000, 'a')));
+  ASSERT_TRUE(eventually([&] { return l.loop().stats().buffered_bytes >= 3000; }))
+      << l.loop().stats().buffered_bytes << " bytes held";
+  // b's 2000 bytes would make 5000 > 4096.
+  ASSERT_TRUE(b.send("POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n" + std::string(2000, 'b')));
+  const HttpResponse busy = b.read_response();
+  EXPECT_EQ(busy.status, 503);
+  EXPECT_NE(busy.body.find("\"code\":\"server_busy\""), std::string::npos) << busy.body;
+  EXPECT_NE(busy.body.find("too many request bytes from all clients at once (4096)"), std::string::npos) << busy.body;
+  ASSERT_TRUE(a.send(std::string(500, 'a')));
+  const HttpResponse served = a.read_response();
+  EXPECT_EQ(served.status, 200);
+  EXPECT_EQ(served.body, "/a");
+  EXPECT_EQ(l.loop().stats().refused, 1u);
+  // Every byte let go (a answered, b dropped): room for b's request again.
+  EXPECT_TRUE(eventually([&] { return l.loop().stats().buffered_bytes == 0; }))
+      << l.loop().stats().buffered_bytes << " bytes still held";
+  const HttpResponse again = test::http_call(l.port(), "POST", "/again", std::string(2000, 'c'));
+  EXPECT_EQ(again.status, 200);
+  EXPECT_EQ(again.body, "/again");
+}
+
+// Holds this process at its descriptor limit: lowers the soft RLIMIT_NOFILE
+// to a little above the descriptors now open and fills the table up to it
+// with /dev/null. release(n) closes n of them; the destructor closes the rest
+// and restores the limit.
+class DescriptorsExhausted {
+public:
+  DescriptorsExhausted() {
+    ::getrlimit(RLIMIT_NOFILE, &saved_);
+    const int probe = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    rlimit low = saved_;
+    low.rlim_cur = std::min<rlim_t>(saved_.rlim_cur, static_cast<rlim_t>(probe) + 32);
+    ::close(probe);
+    ok_ = probe >= 0 && ::setrlimit(RLIMIT_NOFILE, &low) == 0;
+    for (int fd; ok_ && (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) held_.push_back(fd);
+    ok_ = ok_ && errno == EMFILE;
+  }
+  ~DescriptorsExhausted() {
+    release(held_.size());
+    ::setrlimit(RLIMIT_NOFILE, &saved_);
+  }
+  DescriptorsExhausted(const DescriptorsExhausted&) = delete;
+  DescriptorsExhausted& operator=(const DescriptorsExhausted&) = delete;
+  bool ok() const { return ok_; }
+  void release(size_t n) {
+    for (; n > 0 && !held_.empty(); --n) {
+      ::close(held_.back());
+      held_.pop_back();
+    }
+  }
+
+private:
+  rlimit saved_{};
+  std::vector<int> held_;
+  bool ok_ = false;
+};
+
+// Out of descriptors, accept fails (EMFILE): the loop pauses accepting for
+// 100 ms at a time instead of spinning on the listening socket, serves the
+// connections it has meanwhile, and accepts the waiting client once
+// descriptors are free again.
+TEST_P(EventLoopBackend, OutOfDescriptorsTheLoopKeepsServingAndAcceptsAgainAfter) {
+  LoopOptions o = options();
+  o.header_timeout = std::chrono::seconds(30);  // no 408 however slow a loaded machine sends
+  RunningLoop l(o);
+  HttpConnection open_before(l.port());
+  ASSERT_TRUE(open_before.connected());
+  ASSERT_TRUE(open_before.send("GET /before HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_EQ(open_before.read_response().body, "/before");
+  open_before.next_response();
+
+  std::optional<HttpConnection> waiting;
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    DescriptorsExhausted full;
+    ASSERT_TRUE(full.ok()) << "could not fill the descriptor table";
+    full.release(1);  // the client's own socket; the loop's accept finds none
+    waiting.emplace(l.port());
+    ASSERT_TRUE(waiting->connected());  // the kernel completes the handshake into the backlog
+    ASSERT_TRUE(eventually([&] { return l.loop().stats().descriptor_pauses > 0; })) << "accept never failed";
+    // Still serving: the open connection's next request is answered.
+    ASSERT_TRUE(open_before.send("GET /during HTTP/1.1\r\nHost: x\r\n\r\n"));
+    EXPECT_EQ(open_before.read_response().body, "/during");
+    EXPECT_EQ(l.loop().stats().accepted, 1u);  // the waiting client is not in yet
+  }
+  // Each pause lasts at least 100 ms: a loop that spun on EMFILE would count thousands.
+  const auto exhausted_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  const uint64_t pauses = l.loop().stats().descriptor_pauses;
+  EXPECT_LE(pauses, static_cast<uint64_t>(exhausted_ms / 100 + 1)) << "in " << exhausted_ms << " ms";
+  ASSERT_TRUE(waiting->send("GET /after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  const HttpResponse after = waiting->read_response();
+  EXPECT_EQ(after.status, 200);
+  EXPECT_EQ(after.body, "/after");
+  EXPECT_EQ(l.loop().stats().accepted, 2u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, EventLoopBackend, ::testing::ValuesIn(platform::poller_backends_here()),

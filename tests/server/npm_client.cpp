@@ -54,9 +54,4 @@ NpmClient install_npm_client(const std::string& dir, const std::string& package,
   return c;
 }
 
-bool under_ci() {
-  const char* ci = std::getenv("CI");
-  return ci && std::string(ci) == "true";
-}
-
 }  // namespace deltafin::test

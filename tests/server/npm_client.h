@@ -24,8 +24,7 @@ struct NpmClient {
 // dependency to check for; scripts: file names in that folder.
 NpmClient install_npm_client(const std::string& dir, const std::string& package, const std::vector<std::string>& scripts);
 
-// CI=true: a client that cannot be installed fails the test there (and
-// skips it loudly elsewhere).
-bool under_ci();
+// Under CI (support/test_support.h: under_ci) a client that cannot be
+// installed fails the test there; elsewhere it skips loudly.
 
 }  // namespace deltafin::test

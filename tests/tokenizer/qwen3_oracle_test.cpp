@@ -147,8 +147,7 @@ const Oracle& oracle() {
   do {                                                                                            \
     if (oracle().broken) FAIL() << oracle().why_not;                                              \
     if (!oracle().ok) {                                                                           \
-      const char* ci = std::getenv("CI");                                                         \
-      if (ci && std::string(ci) == "true") FAIL() << "Qwen3 oracle unavailable under CI: " << oracle().why_not; \
+      if (::deltafin::test::under_ci()) FAIL() << "Qwen3 oracle unavailable under CI: " << oracle().why_not; \
       GTEST_SKIP() << "\n*** SKIPPED: Qwen3 tokenizer oracle unavailable (" << oracle().why_not   \
                    << ")\n*** HfTokenizer has NOT been checked against the Qwen3 tokenizer\n";    \
     }                                                                                             \

@@ -68,8 +68,7 @@ const Oracle& oracle() {
   do {                                                                                            \
     if (oracle().broken) FAIL() << oracle().why_not;                                              \
     if (!oracle().ok) {                                                                           \
-      const char* ci = std::getenv("CI");                                                         \
-      if (ci && std::string(ci) == "true") FAIL() << "tiktoken oracle unavailable under CI: " << oracle().why_not; \
+      if (::deltafin::test::under_ci()) FAIL() << "tiktoken oracle unavailable under CI: " << oracle().why_not; \
       GTEST_SKIP() << "\n*** SKIPPED: tiktoken oracle unavailable (" << oracle().why_not          \
                    << ")\n*** the tokenizer has NOT been checked against tiktoken\n";            \
     }                                                                                             \

@@ -193,6 +193,7 @@ ConnectionLoop::Stats ConnectionLoop::stats() const {
   s.refused = refused_.load();
   s.timeouts = timeouts_.load();
   s.protocol_errors = protocol_errors_.load();
+  s.descriptor_pauses = descriptor_pauses_.load();
   s.buffered_bytes = buffered_now_.load();
   return s;
 }
@@ -257,6 +258,7 @@ void ConnectionLoop::accept_all() {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         // The listening socket stays readable while the backlog waits: stop
         // watching it for a moment instead of waking on it in a busy loop.
+        descriptor_pauses_++;
         poller_->remove(listen_fd_);
         accept_paused_until_ = Clock::now() + std::chrono::milliseconds(100);
         if (o_.log) std::fprintf(stderr, "serve: out of file descriptors; accepting again in 100 ms\n");
@@ -494,6 +496,8 @@ void ConnectionLoop::check_deadlines() {
 
 int ConnectionLoop::next_timeout_ms() const {
   auto next = Clock::now() + std::chrono::seconds(1);
+  // A paused accept resumes on time, not at the next wake (up to a second later).
+  if (accept_paused_until_ != Clock::time_point{}) next = std::min(next, accept_paused_until_);
   for (const auto& [fd, c] : conns_)
     if (c->phase != Connection::Phase::Busy) next = std::min(next, c->deadline);
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();

@@ -91,6 +91,7 @@ public:
     size_t open = 0;                    // connections now
     uint64_t accepted = 0, refused = 0;  // refused: over max_connections or max_buffered_bytes
     uint64_t timeouts = 0, protocol_errors = 0;
+    uint64_t descriptor_pauses = 0;      // accept paused: the process was out of descriptors
     uint64_t buffered_bytes = 0;         // request bytes held now
   };
   Stats stats() const;
@@ -136,6 +137,7 @@ private:
   uint64_t buffered_ = 0;
   std::atomic<size_t> open_{0};
   std::atomic<uint64_t> accepted_{0}, refused_{0}, timeouts_{0}, protocol_errors_{0}, buffered_now_{0};
+  std::atomic<uint64_t> descriptor_pauses_{0};
 };
 
 }  // namespace deltafin::http
