@@ -121,7 +121,7 @@ PromptDiskCache::Restored PromptDiskCache::restore(std::span<const uint32_t> pro
     // A fresh session per file tried: one that proves bad is dropped whole.
     std::unique_ptr<ModelSession> session = model_.new_session();
     if (load(path, prompt, k * kBlock, *session)) {
-      touch(path);
+      mark_used(path);
       stats_.hits++;
       return {std::move(session), k * kBlock};
     }
@@ -135,6 +135,7 @@ void PromptDiskCache::reject(const std::string& path, const std::string& why) {
   std::error_code ec;
   const uint64_t size = fs::file_size(path, ec);
   if (fs::remove(path, ec) && stats_.bytes >= size) stats_.bytes -= size;
+  forget(path);
   stats_.rejected++;
 }
 
@@ -200,7 +201,7 @@ void PromptDiskCache::save(std::span<const uint32_t> tokens, const SessionMark& 
   try {
     const std::string path = path_for(tokens, length / kBlock);
     if (file_exists(path)) {
-      touch(path);
+      mark_used(path);
       return;
     }
     const uint64_t payload_bytes = static_cast<uint64_t>(length) * 4 + model_.state_values(length) * 4;
@@ -226,6 +227,7 @@ void PromptDiskCache::save(std::span<const uint32_t> tokens, const SessionMark& 
       ::usleep(static_cast<useconds_t>(std::atol(pause)) * 1000);
     }
     out.commit();
+    mark_used(path);
     stats_.writes++;
     stats_.bytes += kHeaderBytes + payload_bytes;
     enforce_budget(path);
@@ -235,13 +237,26 @@ void PromptDiskCache::save(std::span<const uint32_t> tokens, const SessionMark& 
   }
 }
 
-// Least recently used first (mtime, refreshed on every hit), never `keep`.
+// Keyed by file name: the directory is spelled one way in the paths made
+// here and another in those the directory listing gives back.
+void PromptDiskCache::mark_used(const std::string& path) {
+  touch(path);
+  last_use_[fs::path(path).filename().string()] = ++uses_;
+}
+
+void PromptDiskCache::forget(const std::string& path) { last_use_.erase(fs::path(path).filename().string()); }
+
+// Least recently used first, never `keep`: files untouched since this cache
+// opened by mtime, then the others in the order this cache last used them.
 void PromptDiskCache::enforce_budget(const std::string& keep) {
   struct Kept {
-    fs::file_time_type used;
+    uint64_t use;  // 0: not used since opening
+    fs::file_time_type mtime;
     uint64_t bytes;
     std::string path;
+    bool operator<(const Kept& o) const { return use != o.use ? use < o.use : mtime < o.mtime; }
   };
+  const std::string keep_name = fs::path(keep).filename().string();
   std::vector<Kept> files;
   uint64_t total = 0;
   std::error_code ec;
@@ -250,15 +265,17 @@ void PromptDiskCache::enforce_budget(const std::string& keep) {
     const std::string name = e.path().filename().string();
     if (!name.ends_with(kSuffix) || name.find(".tmp-") != std::string::npos) continue;
     const uint64_t bytes = e.file_size(ec);
-    files.push_back({e.last_write_time(ec), bytes, e.path().string()});
+    const auto use = last_use_.find(name);
+    files.push_back({use == last_use_.end() ? 0 : use->second, e.last_write_time(ec), bytes, e.path().string()});
     total += bytes;
   }
-  std::sort(files.begin(), files.end(), [](const Kept& a, const Kept& b) { return a.used < b.used; });
+  std::sort(files.begin(), files.end());
   for (const Kept& f : files) {
     if (total <= budget_) break;
-    if (f.path == keep) continue;
+    if (fs::path(f.path).filename() == keep_name) continue;
     if (fs::remove(f.path, ec)) {
       total -= f.bytes;
+      forget(f.path);
       stats_.evicted++;
     }
   }

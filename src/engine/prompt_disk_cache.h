@@ -20,15 +20,22 @@
 // another model, format or length, or whose tokens differ is ignored with a
 // warning on stderr and removed: never used.
 //
-// Disk budget: after each write, the least recently used files (mtime,
-// refreshed on every hit) are removed until the directory holds at most
-// `budget_bytes`; a state larger than the whole budget is not written.
-// One process at a time per directory (like a streamed store).
+// Disk budget: after each write, the least recently used files are removed
+// until the directory holds at most `budget_bytes`; a state larger than the
+// whole budget is not written. One process at a time per directory (like a
+// streamed store), so "recently" has two parts: the files this cache has
+// written or used since it was opened, in the exact order of those uses
+// (counted, not read back from mtimes: an mtime has the file system's
+// granularity, a clock tick or a whole second, and follows the wall clock,
+// which can step back); and before them, oldest first, the files only an
+// earlier process used, by mtime (refreshed on every hit, for the next
+// process).
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <memory>
@@ -84,12 +91,18 @@ private:
   bool load(const std::string& path, std::span<const uint32_t> prompt, int64_t length, ModelSession& session);
   void reject(const std::string& path, const std::string& why);
   void enforce_budget(const std::string& keep);
+  // Records a use of `path` (a write, a hit, a save of a kept state): its
+  // place in this process's order of use, and its mtime for the next process.
+  void mark_used(const std::string& path);
+  void forget(const std::string& path);
 
   std::string dir_;
   uint64_t budget_;
   std::string fingerprint_;
   const CausalModel& model_;
   Stats stats_;
+  uint64_t uses_ = 0;                                     // uses so far: the clock of last_use_
+  std::unordered_map<std::string, uint64_t> last_use_;    // file name -> its latest use since opening
 };
 
 }  // namespace deltafin

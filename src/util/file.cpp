@@ -1,7 +1,6 @@
 #include "util/file.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,33 +56,6 @@ void File::pread_exact(void* dst, size_t n, uint64_t offset) const {
     if (r == 0) fail(path_, ": short read: wanted ", n, " bytes at offset ", offset, ", file ends after ", done);
     done += static_cast<size_t>(r);
   }
-}
-
-MappedFile::~MappedFile() {
-  if (data_ && size_) ::munmap(const_cast<uint8_t*>(data_), size_);
-}
-
-MappedFile::MappedFile(MappedFile&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-
-MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
-  if (this != &other) {
-    if (data_ && size_) ::munmap(const_cast<uint8_t*>(data_), size_);
-    data_ = std::exchange(other.data_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-  }
-  return *this;
-}
-
-MappedFile MappedFile::map(const std::string& path) {
-  File f = File::open_read(path);
-  MappedFile m;
-  m.size_ = f.size();
-  if (m.size_ == 0) return m;
-  void* p = ::mmap(nullptr, m.size_, PROT_READ, MAP_PRIVATE, f.fd(), 0);
-  if (p == MAP_FAILED) fail(path, ": mmap failed: ", errno_text());
-  m.data_ = static_cast<const uint8_t*>(p);
-  return m;
 }
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {

@@ -31,25 +31,6 @@ private:
   std::string path_;
 };
 
-// Read-only memory map of a whole file.
-class MappedFile {
-public:
-  MappedFile() = default;
-  ~MappedFile();
-  MappedFile(MappedFile&& other) noexcept;
-  MappedFile& operator=(MappedFile&& other) noexcept;
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-
-  static MappedFile map(const std::string& path);
-  const uint8_t* data() const { return data_; }
-  uint64_t size() const { return size_; }
-
-private:
-  const uint8_t* data_ = nullptr;
-  uint64_t size_ = 0;
-};
-
 // Writes to "<path>.tmp-<pid>"; commit() fsyncs, renames onto path and fsyncs
 // the directory. Destroyed without commit(): the temporary file is removed.
 class AtomicFile {

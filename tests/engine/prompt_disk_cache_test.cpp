@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -78,6 +80,20 @@ std::string only_file(const std::string& dir) {
     if (e.path().extension() == ".state") found = e.path().string(), ++n;
   EXPECT_EQ(n, 1);
   return found;
+}
+
+// Every kept file in `dir`.
+std::vector<std::string> state_files(const std::string& dir) {
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".state") found.push_back(e.path().string());
+  return found;
+}
+
+// Sets a file's access and modification times to `seconds` after the epoch.
+void set_mtime(const std::string& path, time_t seconds) {
+  const timespec t[2] = {{seconds, 0}, {seconds, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), t, 0), 0) << path;
 }
 
 void flip_byte(const std::string& path, uint64_t at) {
@@ -264,26 +280,59 @@ TEST_P(PromptDiskCacheTest, AStateOfAnotherModelIsNeverUsed) {
 
 TEST_P(PromptDiskCacheTest, TheDiskBudgetEvictsTheLeastRecentlyUsed) {
   const uint64_t one = 128 + B * 4 + state_bytes(B);
-  test::TempDir d;
-  PromptDiskCache cache(d.path(), 2 * one + one / 2, kFingerprint, model());  // room for two
-  const std::vector<uint32_t> a = prompt_of(5, B + 1), b = prompt_of(6, B + 1), x = prompt_of(7, B + 1);
-  keep(cache, a, B);
-  keep(cache, b, B);
-  // a is used again, so b is now the least recently used.
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_EQ(cache.restore(a, 0).length, B);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  keep(cache, x, B);
-  EXPECT_EQ(cache.stats().evicted, 1);
-  EXPECT_EQ(cache.stats().bytes, 2 * one);
-  EXPECT_EQ(cache.available(a, 0), B);
-  EXPECT_EQ(cache.available(b, 0), 0);
-  EXPECT_EQ(cache.available(x, 0), B);
+  // The directory spelled both ways: the cache's own paths and the
+  // directory listing's must name the same files.
+  for (const bool slash : {false, true}) {
+    SCOPED_TRACE(slash ? "directory given with a trailing slash" : "directory given as made");
+    test::TempDir d;
+    PromptDiskCache cache(d.path() + (slash ? "/" : ""), 2 * one + one / 2, kFingerprint, model());  // room for two
+    const std::vector<uint32_t> a = prompt_of(5, B + 1), b = prompt_of(6, B + 1), x = prompt_of(7, B + 1);
+    keep(cache, a, B);
+    const std::string a_file = only_file(d.path());
+    keep(cache, b, B);
+    // a is used again, so b is now the least recently used, whatever the
+    // mtimes say: here a's is older than b's, as a wall clock stepped back
+    // would leave them (or a file system whose mtimes have whole seconds,
+    // where they are often equal).
+    ASSERT_EQ(cache.restore(a, 0).length, B);
+    for (const std::string& f : state_files(d.path())) set_mtime(f, f == a_file ? 1000 : 2000);
+    keep(cache, x, B);
+    EXPECT_EQ(cache.stats().evicted, 1);
+    EXPECT_EQ(cache.stats().bytes, 2 * one);
+    EXPECT_EQ(cache.available(a, 0), B);
+    EXPECT_EQ(cache.available(b, 0), 0);
+    EXPECT_EQ(cache.available(x, 0), B);
+  }
   // A state larger than the whole budget is never written.
-  PromptDiskCache tiny_budget(d.path() + "/small", one - 1, kFingerprint, model());
-  keep(tiny_budget, a, B);
+  test::TempDir d;
+  PromptDiskCache tiny_budget(d.path(), one - 1, kFingerprint, model());
+  keep(tiny_budget, prompt_of(5, B + 1), B);
   EXPECT_EQ(tiny_budget.stats().writes, 0);
-  EXPECT_EQ(tiny_budget.available(a, 0), 0);
+  EXPECT_EQ(tiny_budget.available(prompt_of(5, B + 1), 0), 0);
+}
+
+TEST_P(PromptDiskCacheTest, FilesOfAnEarlierProcessAreEvictedOldestMtimeFirst) {
+  const uint64_t one = 128 + B * 4 + state_bytes(B);
+  const std::vector<uint32_t> a = prompt_of(5, B + 1), b = prompt_of(6, B + 1), x = prompt_of(7, B + 1);
+  // Either order of mtimes, so that no order but theirs passes both.
+  for (const bool a_older : {true, false}) {
+    SCOPED_TRACE(a_older ? "a used longer ago" : "b used longer ago");
+    test::TempDir d;
+    std::string a_file;
+    {
+      PromptDiskCache earlier(d.path(), 2 * one + one / 2, kFingerprint, model());
+      keep(earlier, a, B);
+      a_file = only_file(d.path());
+      keep(earlier, b, B);
+    }
+    for (const std::string& f : state_files(d.path())) set_mtime(f, (f == a_file) == a_older ? 1000 : 2000);
+    PromptDiskCache now(d.path(), 2 * one + one / 2, kFingerprint, model());
+    keep(now, x, B);
+    EXPECT_EQ(now.stats().evicted, 1);
+    EXPECT_EQ(now.available(a, 0), a_older ? 0 : B);
+    EXPECT_EQ(now.available(b, 0), a_older ? B : 0);
+    EXPECT_EQ(now.available(x, 0), B);
+  }
 }
 
 TEST_P(PromptDiskCacheTest, StaleTemporariesOfDeadWritersAreRemovedAtOpen) {

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -158,26 +159,65 @@ TEST(MatmulDecode, Mxfp4EveryCodeEveryScaleOnEveryPath) {
   }
 }
 
-// The decode loops load a group's scaled e2m1 table instead of multiplying:
-// every entry must be the bits of the runtime product, overflow (scales 253,
-// 254 times 4 and 6) and subnormals (scale 0) included.
-TEST(MatmulDecode, ScaledTableIsTheRuntimeProduct) {
+namespace {
+
+// What the OCP Microscaling Formats spec (v1.0) says a code and a scale
+// byte are, written out here rather than read from the tables under test:
+// e2m1 codes 0-7 are 0, 0.5, 1, 1.5, 2, 3, 4, 6 and codes 8-15 their
+// negatives (8 is -0); e8m0 byte s is 2^(s - 127), and 255 is NaN.
+const double kSpecE2M1[16] = {0.0,  0.5,  1.0,  1.5,  2.0,  3.0,  4.0,  6.0,
+                              -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0};
+
+// code x 2^(s - 127) as fp32 arithmetic gives it: every such product is
+// exact in double and in fp32 (at most two significant bits, and 2^-128 is
+// an fp32 subnormal), except past FLT_MAX, where the multiply gives inf.
+float spec_product(size_t code, size_t s) {
+  const double exact = std::ldexp(kSpecE2M1[code], static_cast<int>(s) - 127);
+  if (std::fabs(exact) > static_cast<double>(std::numeric_limits<float>::max()))
+    return std::copysign(std::numeric_limits<float>::infinity(), static_cast<float>(kSpecE2M1[code]));
+  return static_cast<float>(exact);
+}
+
+uint32_t bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+}  // namespace
+
+// The decode tables every path reads, against the spec's values: the e2m1
+// codes, the e8m0 scales (byte 0 the subnormal 2^-127, 255 NaN), and each
+// scale's e2m1 row that the decode loops load instead of multiplying (its
+// overflow at scales 253 and 254 and its subnormals at scale 0 included).
+TEST(MatmulDecode, DecodeTablesHoldTheSpecValues) {
   using kernels_detail::kE2M1ByScale;
   using kernels_detail::kE2M1Signed;
   using kernels_detail::kE8M0Scale;
+  for (size_t c = 0; c < 16; ++c)
+    EXPECT_EQ(bits(kE2M1Signed[c]), bits(static_cast<float>(kSpecE2M1[c]))) << "code " << c;
+  for (size_t s = 0; s < 255; ++s)
+    EXPECT_EQ(static_cast<double>(kE8M0Scale[s]), std::ldexp(1.0, static_cast<int>(s) - 127)) << "scale byte " << s;
+  EXPECT_EQ(bits(kE8M0Scale[0]), 0x00400000u);  // 2^-127: an fp32 subnormal
+  EXPECT_EQ(kE8M0Scale[127], 1.0f);
+  EXPECT_EQ(kE8M0Scale[254], 0x1p127f);
+  EXPECT_TRUE(std::isnan(kE8M0Scale[255]));
   for (size_t s = 0; s < 256; ++s)
     for (size_t c = 0; c < 16; ++c) {
-      volatile float code = kE2M1Signed[c], scale = kE8M0Scale[s];
-      const float product = code * scale;
       const float entry = kE2M1ByScale[16 * s + c];
       if (s == 255) {
         EXPECT_TRUE(std::isnan(entry)) << "code " << c;
         continue;
       }
-      uint32_t a, b;
-      std::memcpy(&a, &entry, 4), std::memcpy(&b, &product, 4);
-      ASSERT_EQ(a, b) << "scale byte " << s << " code " << c;
+      ASSERT_EQ(bits(entry), bits(spec_product(c, s))) << "scale byte " << s << " code " << c;
     }
+  // A few entries spelled out: 6 x 2^1, -0.5 x 2^-127 (subnormal), 4 x 2^127
+  // and -6 x 2^126 (both past FLT_MAX), 3 x 2^126 (the largest finite).
+  EXPECT_EQ(kE2M1ByScale[16 * 128 + 7], 12.0f);
+  EXPECT_EQ(bits(kE2M1ByScale[16 * 0 + 9]), 0x80200000u);
+  EXPECT_EQ(kE2M1ByScale[16 * 254 + 6], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(kE2M1ByScale[16 * 253 + 15], -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(kE2M1ByScale[16 * 253 + 5], 0x1.8p127f);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(kE2M1ByScale) % 64, 0u);
 }
 

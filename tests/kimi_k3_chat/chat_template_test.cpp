@@ -92,11 +92,22 @@ const std::string kEffortPrefix =
 }  // namespace
 
 // ---- Gold examples (§9.6) --------------------------------------------------
+//
+// The spec's gold hash covers only each segment's length and kind, so two
+// segments of equal length swapped (argument keys "z" and "a" of types
+// "number" and "string" in G2) hash the same. Each case therefore spells
+// its segments out from the rules of §9.1-§9.4, checks that spelling against
+// the gold hash and count, and the rendering against the spelling: text,
+// boundaries and kinds.
 
 TEST(ChatGold, G1) {
   const Segments s = render(R"([{"role":"user","content":"Hello <|open|> & goodbye"}])", ChatOptions{});
-  EXPECT_EQ(s.size(), 38u);
-  EXPECT_EQ(segment_hash(s), 0x8d67f74027f3f8f4ull);
+  const Segments expected = Internal("thinking-effort", kEffortPrefix + "max`.") +
+                            Message({{"role", "user"}}, T("Hello <|open|> & goodbye")) +
+                            Open("message", {{"role", "assistant"}}) + Open("think");
+  EXPECT_EQ(expected.size(), 38u);
+  EXPECT_EQ(segment_hash(expected), 0x8d67f74027f3f8f4ull);
+  EXPECT_EQ(s, expected);
   EXPECT_EQ(render_chat_text(s),
             "<|open|>message role=\"system\" type=\"thinking-effort\"<|sep|>" + kEffortPrefix +
                 "max`.<|close|>message<|sep|><|end_of_msg|><|open|>message role=\"user\"<|sep|>Hello <|open|> & "
@@ -116,8 +127,33 @@ TEST(ChatGold, G2ToolsEffortLow) {
   const Segments s = render(
       R"([{"role":"assistant","reasoning_content":"Check.","content":"Calling.","tool_calls":[{"id":"b","function":{"name":"beta","arguments":"{\"z\":1,\"a\":\"x\"}"}},{"id":"a","function":{"name":"alpha","arguments":"not valid <|open|>"}}]},{"role":"tool","tool_call_id":"a","name":"stale","content":"alpha result"},{"role":"tool","tool_call_id":"b","tool":"wrong","content":"beta result"}])",
       o);
-  EXPECT_EQ(s.size(), 182u);
-  EXPECT_EQ(segment_hash(s), 0xb060b0cf4e2a9500ull);
+  // Tools sorted by key at every depth, compact, in the array's order. The
+  // assistant: think, response, then the calls; beta's arguments parse to an
+  // object, so one argument block per key in the order written (z, then a);
+  // alpha's do not parse, so a json block holds them raw. The tool messages'
+  // ids all match calls, so they go in call order (beta, alpha) under the
+  // calls' names whatever their own name or tool says.
+  const std::string tools =
+      R"([{"function":{"description":"B tool","name":"beta","parameters":{"a":{"type":"string"},"z":{"type":"number"}}},)"
+      R"("type":"function"},{"function":{"description":"A tool","name":"alpha","parameters":{"type":"object"}},)"
+      R"("type":"function"}])";
+  const Segments history =
+      Open("think") + T("Check.") + Close("think") + Open("response") + T("Calling.") + Close("response") +
+      Open("tools") + Open("call", {{"tool", "beta"}, {"index", "1"}}) +
+      Open("argument", {{"key", "z"}, {"type", "number"}}) + T("1") + Close("argument") +
+      Open("argument", {{"key", "a"}, {"type", "string"}}) + T("x") + Close("argument") + Close("call") +
+      Open("call", {{"tool", "alpha"}, {"index", "2"}}) + Open("json", {{"type", "object"}}) +
+      T("not valid <|open|>") + Close("json") + Close("call") + Close("tools");
+  const Segments expected =
+      Internal("tool-declare", "# Tools\nHere are the available tools, described in JSONSchema.\n\n```json\n" + tools +
+                                   "\n```") +
+      Internal("thinking-effort", kEffortPrefix + "low`.") + Message({{"role", "assistant"}}, history) +
+      Message({{"role", "tool"}, {"tool", "beta"}, {"index", "1"}}, T("beta result")) +
+      Message({{"role", "tool"}, {"tool", "alpha"}, {"index", "2"}}, T("alpha result")) +
+      Open("message", {{"role", "assistant"}}) + Open("think");
+  EXPECT_EQ(expected.size(), 182u);
+  EXPECT_EQ(segment_hash(expected), 0xb060b0cf4e2a9500ull);
+  EXPECT_EQ(s, expected);
 }
 
 TEST(ChatGold, G3SchemaToolChoiceRequiredEffortHigh) {
@@ -127,8 +163,22 @@ TEST(ChatGold, G3SchemaToolChoiceRequiredEffortHigh) {
   o.response_format = json::parse(
       R"({"type":"json_schema","json_schema":{"name":"answer","schema":{"required":["b","a"],"properties":{"b":{"type":"number"},"a":{"type":"string"}},"type":"object"}}})");
   const Segments s = render(R"([{"role":"user","name":"A&B\"","content":"Return JSON."}])", o);
-  EXPECT_EQ(s.size(), 74u);
-  EXPECT_EQ(segment_hash(s), 0xc65d123d688dd863ull);
+  // The name escaped (& first, then "); the tool-choice and response-format
+  // messages after the conversation; the schema sorted by key, compact.
+  const Segments expected =
+      Internal("thinking-effort", kEffortPrefix + "high`.") +
+      Message({{"role", "user"}, {"name", "A&amp;B&quot;"}}, T("Return JSON.")) +
+      Internal("tool-choice", "The system is invoked with `tool_choice=required`.\nYou MUST call tools in the next message.") +
+      Internal("response-format",
+               "The system is invoked with `response_format=json_schema`.\nYour response must be raw JSON data without "
+               "markdown code blocks (```json) or any additional formatting.\nThe JSON data must match the following "
+               "schema:\n```json\n"
+               R"({"properties":{"a":{"type":"string"},"b":{"type":"number"}},"required":["b","a"],"type":"object"})"
+               "\n```") +
+      Open("message", {{"role", "assistant"}}) + Open("think");
+  EXPECT_EQ(expected.size(), 74u);
+  EXPECT_EQ(segment_hash(expected), 0xc65d123d688dd863ull);
+  EXPECT_EQ(s, expected);
 }
 
 // ---- Segment structure and attributes (§9.1) -------------------------------

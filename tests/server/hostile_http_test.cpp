@@ -12,8 +12,11 @@
 // with the id and timestamp taken out). Every response must be a well-formed
 // OpenAI error or a success, never a 5xx for bad input. The figures the
 // issue asks for (time to stop, /health latency under attack, memory before
-// and after floods) are printed as "[ figure ]" lines. Loads are bounded:
-// at most a few hundred connections, a few seconds each.
+// and after floods) are printed as "[ figure ]" lines and recorded in
+// bench/results (2026-12-01-serve-hostile.md); the cases assert what the
+// server did (answered, refused, stopped inside the prefill), never how
+// fast, and wait for states, not for time. Loads are bounded: at most a few
+// hundred connections, a few seconds each.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -111,12 +114,16 @@ void expect_openai_error(const HttpResponse& r, int status, const std::string& c
 // One server for the cases that do not need their own; started once.
 class Hostile : public ::testing::Test {
 protected:
+  // The shared server's options; a case that needs another header deadline
+  // starts its own server with it.
+  static std::vector<std::string> serve_args(int header_timeout_s = kHeaderTimeoutS) {
+    return {"--model", model_dir(), "--served-model-name", "tiny", "--max-tokens", std::to_string(kMaxTokens),
+            "--max-request-bytes", std::to_string(kBodyLimit), "--header-timeout", std::to_string(header_timeout_s),
+            "--max-connections", std::to_string(kMaxConnections), "--queue", "2", "--prompt-cache-slots", "0",
+            "--threads", "1"};
+  }
   static void SetUpTestSuite() {
-    server_ = new ServeProcess({"--model", model_dir(), "--served-model-name", "tiny", "--max-tokens",
-                                std::to_string(kMaxTokens), "--max-request-bytes", std::to_string(kBodyLimit),
-                                "--header-timeout", std::to_string(kHeaderTimeoutS), "--max-connections",
-                                std::to_string(kMaxConnections), "--queue", "2", "--prompt-cache-slots", "0",
-                                "--threads", "1"});
+    server_ = new ServeProcess(serve_args());
     if (server_->error().empty()) {
       const HttpResponse r = exchange(server_->port(), post_text("/v1/completions", completion_body(kPrompt)));
       baseline_ = new json(comparable(r));
@@ -138,13 +145,14 @@ protected:
   int port() const { return server_->port(); }
 
   // Alive, /health answers, and the normal request gets the same answer as before.
-  void expect_alive_and_same() {
-    const HttpResponse h = exchange(port(), "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    EXPECT_EQ(h.status, 200) << h.body << "\n" << server_->output();
-    const HttpResponse r = exchange(port(), post_text("/v1/completions", completion_body(kPrompt)));
+  void expect_alive_and_same() { expect_alive_and_same(*server_); }
+  void expect_alive_and_same(ServeProcess& s) {
+    const HttpResponse h = exchange(s.port(), "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    EXPECT_EQ(h.status, 200) << h.body << "\n" << s.output();
+    const HttpResponse r = exchange(s.port(), post_text("/v1/completions", completion_body(kPrompt)));
     EXPECT_EQ(r.status, 200) << r.body;
     EXPECT_EQ(comparable(r), *baseline_);
-    EXPECT_EQ(server_->output().find("terminate called"), std::string::npos) << server_->output();
+    EXPECT_EQ(s.output().find("terminate called"), std::string::npos) << s.output();
   }
 
   static ServeProcess* server_;
@@ -279,6 +287,9 @@ bool drain(int fd, std::string& into) {
 TEST_F(Hostile, SlowHeadersOnFiftyConnectionsStarveNobody) {
   constexpr int kSlow = 50;
   const uint64_t rss_before = test::rss_bytes(server_->pid());
+  const json timeouts_before =
+      exchange(port(), "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").json()["connections"]["timeouts"];
+  ASSERT_TRUE(timeouts_before.is_number()) << timeouts_before.dump();
   std::vector<int> fds;
   for (int i = 0; i < kSlow; ++i) {
     const int fd = connect_raw(port());
@@ -295,15 +306,22 @@ TEST_F(Hostile, SlowHeadersOnFiftyConnectionsStarveNobody) {
       std::this_thread::sleep_for(milliseconds(50));
     }
   });
+  // Nobody starves: /health is answered while the server holds all fifty
+  // (its own figures say so: none timed out yet, and they are open beside
+  // the asker). The latencies are figures (bench/results), not a bound.
   std::vector<double> health_ms;
+  int answered_while_all_held = 0;
   const auto attack_start = Clock::now();
   while (seconds_since(attack_start) < kHeaderTimeoutS * 0.8) {
     const auto t = Clock::now();
     const HttpResponse h = exchange(port(), "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     health_ms.push_back(seconds_since(t) * 1000);
     EXPECT_EQ(h.status, 200) << h.body;
+    const json c = h.json().is_object() ? h.json()["connections"] : json();
+    answered_while_all_held += c.is_object() && c["timeouts"] == timeouts_before && c["open"].get<int>() >= kSlow + 1;
     std::this_thread::sleep_for(milliseconds(100));
   }
+  EXPECT_GE(answered_while_all_held, 1) << "/health was never answered while the slow connections were held";
   const auto t = Clock::now();
   const HttpResponse normal = exchange(port(), post_text("/v1/completions", completion_body(kPrompt)));
   const double normal_ms = seconds_since(t) * 1000;
@@ -339,8 +357,6 @@ TEST_F(Hostile, SlowHeadersOnFiftyConnectionsStarveNobody) {
               "a completion %.1f ms; all %d closed with 408 %.2f s after the attack began; RSS %.1f -> %.1f MB\n",
               kSlow, health_ms.size(), median, worst, normal_ms, kSlow, closed_after, rss_before / 1e6,
               test::rss_bytes(server_->pid()) / 1e6);
-  // Generous: answered at once on an idle machine; a bound, not a benchmark.
-  EXPECT_LT(worst, 1500.0);
   expect_alive_and_same();
 }
 
@@ -377,12 +393,14 @@ TEST_F(Hostile, HeaderFloodsAreRefusedAtTheLimitAndCostNoMemory) {
   expect_alive_and_same();
 }
 
-// Connections the server holds, by a probe that reads until the server has
+// /health's connection figures, by a probe that reads until the server has
 // closed it: by then the server no longer counts the probe (it closes and
 // forgets a connection in one step of its loop, before it accepts another).
-int open_connections(int port) {
+// "open" is less the probe itself. Null when the probe got no /health answer
+// (a 503 at the cap).
+json connection_figures(int port) {
   const int fd = connect_raw(port);
-  if (fd < 0) return -1;
+  if (fd < 0) return nullptr;
   const std::string req = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
   ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
   std::string got;
@@ -391,7 +409,10 @@ int open_connections(int port) {
   ::close(fd);
   const size_t body = got.find("\r\n\r\n");
   const json j = json::parse(body == std::string::npos ? "" : got.substr(body + 4), nullptr, false);
-  return j.is_object() ? j["connections"]["open"].get<int>() - 1 : -1;  // less the probe itself
+  if (!j.is_object() || !j.contains("connections")) return nullptr;
+  json c = j["connections"];
+  c["open"] = c["open"].get<int>() - 1;
+  return c;
 }
 
 // Times /health on fresh connections every 50 ms while `attack` runs on its
@@ -417,10 +438,11 @@ double worst_health_ms_during(int port, Attack attack) {
   return worst;
 }
 
-TEST_F(Hostile, AChunkedBodyOfTinyChunksCostsLinearTime) {
+TEST_F(Hostile, AChunkedBodyOfTinyChunksIsRefusedWhileHealthAnswers) {
   // 65,546 one-byte chunks (393 KB on the wire, a body just over the limit):
   // parsing used to move the buffer three times per chunk, holding the event
-  // loop for seconds.
+  // loop for seconds. The worst /health latency meanwhile is a figure
+  // (bench/results), not a bound.
   std::string body = std::string(kBodyLimit + 10, 'x');
   std::string wire = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
                      "Transfer-Encoding: chunked\r\n\r\n";
@@ -430,14 +452,15 @@ TEST_F(Hostile, AChunkedBodyOfTinyChunksCostsLinearTime) {
   const double worst = worst_health_ms_during(port(), [&] { refused = exchange(port(), wire); });
   expect_openai_error(refused, 413, "request_too_large");
   std::printf("[ figure   ] /health while %zu one-byte chunks arrive: worst %.1f ms\n", body.size(), worst);
-  EXPECT_LT(worst, 1500.0);
   expect_alive_and_same();
 }
 
 TEST_F(Hostile, ClientsThatNeverReadTheirAnswersHoldNoWorker) {
   // Two connections pipeline 3,000 requests each and read nothing: their
   // answers pile up in the socket and then in the server's output buffer,
-  // never in a worker, so /health and a completion still come at once.
+  // never in a worker, so /health and a completion are still served while
+  // both stay connected and unread. The worst /health latency is a figure
+  // (bench/results), not a bound.
   std::string many;
   for (int i = 0; i < 3000; ++i) many += "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n";
   std::vector<int> fds;
@@ -453,13 +476,11 @@ TEST_F(Hostile, ClientsThatNeverReadTheirAnswersHoldNoWorker) {
         else std::this_thread::sleep_for(milliseconds(10));
       }
     }
-    std::this_thread::sleep_for(milliseconds(500));
   });
   const HttpResponse r = exchange(port(), post_text("/v1/completions", completion_body(kPrompt)));
   EXPECT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(comparable(r), *baseline_);
   std::printf("[ figure   ] /health while 2 clients pipeline 3,000 requests each and never read: worst %.1f ms\n", worst);
-  EXPECT_LT(worst, 1500.0);
   for (int fd : fds) ::close(fd);
   expect_alive_and_same();
 }
@@ -478,21 +499,74 @@ TEST_F(Hostile, HeadAnswersCarryNoBodySoTheNextAnswerStaysInStep) {
 }
 
 TEST_F(Hostile, ConnectionsOverTheCapAre503AndTheCapRecovers) {
-  // Wait until the other cases' connections are gone.
-  for (int i = 0; i < 200 && open_connections(port()) != 0; ++i) std::this_thread::sleep_for(milliseconds(50));
-  ASSERT_EQ(open_connections(port()), 0);
+  // A server of its own whose header deadline (60 s) cannot close the held
+  // connections while the case counts them.
+  ServeProcess s(serve_args(60));
+  ASSERT_TRUE(s.error().empty()) << s.error() << s.output();
+  const uint64_t refused_before = connection_figures(s.port())["refused"].get<uint64_t>();
+  constexpr int kOver = 24;
   std::vector<int> fds;
-  for (int i = 0; i < kMaxConnections + 24; ++i) fds.push_back(connect_raw(port()));
-  std::this_thread::sleep_for(milliseconds(300));
-  int refused = 0;
-  for (int fd : fds) {
-    std::string got;
-    drain(fd, got);
-    refused += got.rfind("HTTP/1.1 503 ", 0) == 0 && got.find("too_many_connections") != std::string::npos;
+  for (int i = 0; i < kMaxConnections + kOver; ++i) {
+    fds.push_back(connect_raw(s.port()));
+    ASSERT_GE(fds.back(), 0) << "connection " << i;
   }
-  EXPECT_EQ(refused, 24);  // exactly the ones beyond the cap
-  for (int fd : fds) ::close(fd);
-  expect_alive_and_same();
+  // The server answers each connection past the cap with a 503 and closes
+  // it; the ones it holds hear nothing until they send a request. Wait for
+  // the refusals to arrive (30 s only bounds a hang).
+  std::vector<std::string> got(fds.size());
+  std::vector<bool> open(fds.size(), true);
+  auto refused = [&] {
+    int n = 0;
+    for (size_t i = 0; i < fds.size(); ++i)
+      n += !open[i] && got[i].rfind("HTTP/1.1 503 ", 0) == 0 && got[i].find("too_many_connections") != std::string::npos;
+    return n;
+  };
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (refused() < kOver && Clock::now() < deadline) {
+    for (size_t i = 0; i < fds.size(); ++i)
+      if (open[i]) open[i] = drain(fds[i], got[i]);
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  ASSERT_EQ(refused(), kOver) << "the connections beyond the cap were not all refused";
+  // Exactly those: the server holds the cap's worth. Once one held
+  // connection leaves, a probe gets in and finds the other 95 still open
+  // (probes that come before the server has seen the close are refused too,
+  // and counted).
+  size_t held = fds.size();
+  for (size_t i = 0; i < fds.size() && held == fds.size(); ++i)
+    if (open[i]) held = i;
+  ASSERT_LT(held, fds.size());
+  ::close(fds[held]);
+  fds[held] = -1;
+  json figures;
+  int probes_refused = 0;
+  while (Clock::now() < deadline) {
+    figures = connection_figures(s.port());
+    if (!figures.is_null()) break;
+    ++probes_refused;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  ASSERT_FALSE(figures.is_null()) << "no probe got in after a held connection closed";
+  EXPECT_EQ(figures["open"], kMaxConnections - 1);
+  EXPECT_EQ(figures["refused"].get<uint64_t>() - refused_before, static_cast<uint64_t>(kOver + probes_refused));
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i] < 0) continue;
+    if (open[i]) open[i] = drain(fds[i], got[i]);
+    EXPECT_EQ(open[i], got[i].empty()) << "connection " << i << ": " << got[i];
+    ::close(fds[i]);
+  }
+  EXPECT_EQ(refused(), kOver);
+  // The cap recovers: once the server has seen every close, a probe finds
+  // nobody else.
+  auto open_now = [&] {
+    const json f = connection_figures(s.port());
+    return f.is_null() ? -1 : f["open"].get<int>();
+  };
+  int open_after = -1;
+  while (Clock::now() < deadline && (open_after = open_now()) != 0) std::this_thread::sleep_for(milliseconds(5));
+  EXPECT_EQ(open_after, 0);
+  expect_alive_and_same(s);
+  EXPECT_EQ(s.stop(), 0) << s.output();
 }
 
 // ---------------------------------------------------------------------------
@@ -632,7 +706,7 @@ bool wait_phase(int port, const std::string& phase, milliseconds limit) {
   return false;
 }
 
-TEST(HostileCancel, AClientThatLeavesDuringALongPrefillStopsItWithinASecond) {
+TEST(HostileCancel, AClientThatLeavesDuringALongPrefillStopsIt) {
   ServeProcess s({"--model", model_dir(), "--served-model-name", "tiny", "--threads", "1", "--prompt-cache-slots", "0"});
   ASSERT_TRUE(s.error().empty()) << s.error() << s.output();
   auto cancels_logged = [&] {
@@ -643,6 +717,7 @@ TEST(HostileCancel, AClientThatLeavesDuringALongPrefillStopsItWithinASecond) {
   };
   for (const bool stream : {true, false}) {
     const size_t cancels_before = cancels_logged();
+    const json before = health_of(s.port());
     HttpConnection c(s.port());
     ASSERT_TRUE(c.send(post_text("/v1/completions", long_prompt_body(stream))));
     ASSERT_TRUE(wait_phase(s.port(), "prefill", milliseconds(60'000))) << s.output();
@@ -656,10 +731,16 @@ TEST(HostileCancel, AClientThatLeavesDuringALongPrefillStopsItWithinASecond) {
     const auto log_deadline = Clock::now() + std::chrono::seconds(10);
     while (cancels_logged() == cancels_before && Clock::now() < log_deadline) std::this_thread::sleep_for(milliseconds(10));
     EXPECT_EQ(cancels_logged(), cancels_before + 1) << "the request was not logged as cancelled:\n" << s.output();
+    // It stopped inside the prefill: a request counts, with its prefilled
+    // positions, only once its first token is out. (How soon it stopped is a
+    // figure, bench/results, not a bound.)
+    const json after = health_of(s.port());
+    EXPECT_EQ(after["requests"], before["requests"]) << after.dump();
+    EXPECT_EQ(after["prefill_positions"], before["prefill_positions"]) << after.dump();
+    EXPECT_EQ(after["generated_tokens"], before["generated_tokens"]) << after.dump();
     std::printf("[ figure   ] a %d-token prefill (%s) stopped %.3f s after its client left (prefill at %lld of %d)\n",
                 kLongPrompt, stream ? "streamed" : "not streamed", stop_s,
                 static_cast<long long>(during["current"]["prefill_done"].get<int64_t>()), kLongPrompt);
-    EXPECT_LT(stop_s, 5.0);  // about a second of model time; generous for a loaded machine
   }
   // The server goes on serving.
   const HttpResponse r = exchange(s.port(), post_text("/v1/completions", completion_body(kPrompt)));
@@ -668,6 +749,9 @@ TEST(HostileCancel, AClientThatLeavesDuringALongPrefillStopsItWithinASecond) {
 }
 
 TEST(HostileCancel, SigtermDuringALongPrefillStopsGracefully) {
+  // The running request stops inside its prefill: no token of it reaches
+  // the client. (How soon the process exits is a figure, bench/results, not
+  // a bound; 30 s only bounds a hang.)
   ServeProcess s({"--model", model_dir(), "--served-model-name", "tiny", "--threads", "1", "--prompt-cache-slots", "0"});
   ASSERT_TRUE(s.error().empty()) << s.error() << s.output();
   HttpConnection running(s.port());
@@ -693,12 +777,14 @@ TEST(HostileCancel, SigtermDuringALongPrefillStopsGracefully) {
   EXPECT_EQ(r.status, 200);
   EXPECT_NE(r.body.find("shutting_down"), std::string::npos) << r.body;
   EXPECT_EQ(r.body.find("[DONE]"), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find("\"text\""), std::string::npos) << "a token was sent: the prefill ran to its end\n" << r.body;
+  // The exit line is the last the server writes: the output thread may
+  // still be reading it after the exit (30 s only bounds a hang).
+  EXPECT_TRUE(s.wait_for_output("s after the signal", milliseconds(30'000))) << s.output();
   const std::string out = s.output();
   EXPECT_NE(out.find(", cancelled, "), std::string::npos) << out;
-  EXPECT_NE(out.find("s after the signal"), std::string::npos) << out;
   std::printf("[ figure   ] SIGTERM during a %d-token prefill with one request queued: exit %d after %.3f s\n",
               kLongPrompt, *status, stop_s);
-  EXPECT_LT(stop_s, 5.0);
 }
 
 }  // namespace

@@ -522,6 +522,25 @@ TEST(Request, MessagesKeptExactlyAsGiven) {
   expect_renders(r);
 }
 
+// The tool messages of an accepted request as the K3 template renders them,
+// in order: what follows `<|open|>message role="tool"` up to its end of
+// message. (They render the same with thinking on or off.)
+std::vector<std::string> rendered_tool_messages(const GenerationRequest& req) {
+  const std::string text = render_chat_text(render_chat(req.messages, ChatOptions{}));
+  const std::string open = "<|open|>message role=\"tool\"";
+  std::vector<std::string> out;
+  for (size_t at = text.find(open); at != std::string::npos; at = text.find(open, at + 1)) {
+    const size_t body = at + open.size();
+    out.push_back(text.substr(body, text.find("<|end_of_msg|>", body) - body));
+  }
+  return out;
+}
+
+// A tool message's rendering after its role, as k3-model.md §9.2 spells it.
+std::string tool_message(const std::string& tool, int index, const std::string& content) {
+  return " tool=\"" + tool + "\" index=\"" + std::to_string(index) + "\"<|sep|>" + content + "<|close|>message<|sep|>";
+}
+
 TEST(Request, ToolHistory) {
   // Tool messages answered out of order by tool_call_id; arguments as a JSON
   // string and as an object; content null beside tool_calls.
@@ -535,23 +554,39 @@ TEST(Request, ToolHistory) {
               R"({"role":"assistant","content":"Paris 18, Rome 21."}])"));
   EXPECT_EQ(r.messages.size(), 5u);
   expect_renders(r);
+  // Every id matches a call, so the answers go in call order: Paris's first.
+  EXPECT_EQ(rendered_tool_messages(r),
+            (std::vector<std::string>{tool_message("get_weather", 1, "18 C"), tool_message("get_weather", 2, "21 C")}));
 }
 
 TEST(Request, ToolMessageNames) {
-  // Unmatched ids: named by position among the preceding assistant's calls.
-  expect_renders(parse_ok(
+  // Unmatched ids: named by position among the preceding assistant's calls,
+  // and counted on across a user message; a name of its own wins.
+  const GenerationRequest unmatched = parse_ok(
       C, msgs(R"([{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"not json"}},)"
               R"({"function":{"name":"g","arguments":""}}]},)"
               R"({"role":"tool","tool_call_id":"x","content":"1"},{"role":"tool","content":"2"},)"
-              R"({"role":"user","content":"more?"},{"role":"tool","name":"h","content":"3"}])")));
-  // A tool message with its own name or tool needs no call.
-  expect_renders(parse_ok(C, msgs(R"([{"role":"tool","name":"f","content":"x"}])")));
-  expect_renders(parse_ok(C, msgs(R"([{"role":"tool","tool":"f","name":"","tool_call_id":null,"content":"x"}])")));
+              R"({"role":"user","content":"more?"},{"role":"tool","name":"h","content":"3"}])"));
+  expect_renders(unmatched);
+  EXPECT_EQ(rendered_tool_messages(unmatched),
+            (std::vector<std::string>{tool_message("f", 1, "1"), tool_message("g", 2, "2"), tool_message("h", 3, "3")}));
+  // A tool message with its own name or tool needs no call; an empty name
+  // does not hide the tool.
+  const GenerationRequest named = parse_ok(C, msgs(R"([{"role":"tool","name":"f","content":"x"}])"));
+  expect_renders(named);
+  EXPECT_EQ(rendered_tool_messages(named), std::vector<std::string>{tool_message("f", 1, "x")});
+  const GenerationRequest tool_field =
+      parse_ok(C, msgs(R"([{"role":"tool","tool":"f","name":"","tool_call_id":null,"content":"x"}])"));
+  expect_renders(tool_field);
+  EXPECT_EQ(rendered_tool_messages(tool_field), std::vector<std::string>{tool_message("f", 1, "x")});
   // Tool messages after a user message count on from the latest assistant's calls.
-  expect_renders(parse_ok(
+  const GenerationRequest across = parse_ok(
       C, msgs(R"([{"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":{}}},)"
               R"({"function":{"name":"g","arguments":{}}}]},{"role":"tool","content":"1"},)"
-              R"({"role":"user","content":"u"},{"role":"tool","content":"2"}])")));
+              R"({"role":"user","content":"u"},{"role":"tool","content":"2"}])"));
+  expect_renders(across);
+  EXPECT_EQ(rendered_tool_messages(across),
+            (std::vector<std::string>{tool_message("f", 1, "1"), tool_message("g", 2, "2")}));
 }
 
 TEST(Request, Completion) {

@@ -107,9 +107,51 @@ TEST(Placement, ProbeNoiseWithin15PercentCountsAsEqual) {
   EXPECT_EQ(w[0], 1200);
 }
 
-TEST(Placement, Deterministic) {
-  auto in = input(10, 16, {1.3e9, 2.9e9, 0.7e9});
-  EXPECT_EQ(place_experts(in), place_experts(in));
+// The whole placement of a small store, worked by hand from placement.cpp's
+// rules, so any change to a rule (the shares, the remainder's order, the
+// interleave, the replica choice) shows here.
+//
+// 3 layers (layer 0 dense), 7 experts, drives {1, 2, 1} GB/s. Drives 0 and 2
+// are equal and drive 1 is 2x (outside 15 %), so the weights are
+// {1/4, 1/2, 1/4} and each layer's ideal shares {1.75, 3.5, 1.75} (all exact
+// in binary).
+//
+// Layer 1 (k = 0): floors {1, 3, 1} give 5; debts (ideal so far minus
+// assigned + floor) {0.75, 0.5, 0.75}; drives 0 and 2 tie and go in rotated
+// order (k = 0: drive 0 first), so the two left over go to drives 0 and 2:
+// counts {2, 3, 2}. Interleave (each id: every drive earns its count, the
+// richest takes the id and pays 7; ties in rotated order 0, 1, 2):
+//   credits before each pick        pick
+//   e0 {2, 3, 2}                    1
+//   e1 {4, -1, 4}                   0 (tie with 2)
+//   e2 {-1, 2, 6}                   2
+//   e3 {1, 5, 1}                    1
+//   e4 {3, 1, 3}                    0 (tie with 2)
+//   e5 {-2, 4, 5}                   2
+//   e6 {0, 7, 0}                    1
+// Layer 2 (k = 1): ideal so far {3.5, 7, 3.5}, floors {1, 3, 1}, assigned
+// {2, 3, 2}, so debts {0.5, 1, 0.5}: drive 1 first, then the tie of 0 and 2
+// in rotated order for k = 1 (1, 2, 0), so drive 2: counts {1, 4, 2}.
+// Interleave, ties in order 1, 2, 0:
+//   e0 {1, 4, 2} -> 1    e1 {2, 1, 4} -> 2    e2 {3, 5, -1} -> 1
+//   e3 {4, 2, 1} -> 0    e4 {-2, 6, 3} -> 1   e5 {-1, 3, 5} -> 2
+//   e6 {0, 7, 0} -> 1
+// Replicas, in the order asked: (1, 3) sits on drive 1; drives 0 and 2 both
+// hold 2 files of layer 1 (8 per unit weight), a tie broken by the whole
+// store's files per weight (3 / 0.25 = 12 against 4 / 0.25 = 16): drive 0.
+// (2, 3) sits on drive 0; drive 1 holds 4 of layer 2 (4 / 0.5 = 8) and drive
+// 2 holds 2 (2 / 0.25 = 8): tied, and by the store drive 1 (7 / 0.5 = 14)
+// beats drive 2 (4 / 0.25 = 16).
+TEST(Placement, ASmallStoreWorkedByHand) {
+  PlacementInput in = input(3, 7, {1e9, 2e9, 1e9});
+  in.replicate = {{1, 3}, {2, 3}};
+  using D = std::vector<uint16_t>;
+  const std::vector<D> expected = {
+      {},  {},  {},  {},     {},  {},  {},   // layer 0: dense
+      {1}, {0}, {2}, {1, 0}, {0}, {2}, {1},  // layer 1
+      {1}, {2}, {1}, {0, 1}, {1}, {2}, {1},  // layer 2
+  };
+  EXPECT_EQ(place_experts(in), expected);
 }
 
 TEST(Placement, ReplicasGoToTheLeastLoadedOtherDrive) {

@@ -6,9 +6,9 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace deltafin {
@@ -102,26 +102,28 @@ TEST(Bpe, BothStrategiesGiveTheSameMerges) {
   }
 }
 
-TEST(Bpe, LongPieceIsFast) {
-  // 25,000 bytes, the longest piece the long-input guard allows; the heap
-  // merge takes milliseconds where tiktoken's quadratic loop takes most of a
-  // second.
+TEST(Bpe, LongPieceTakesLinearWork) {
+  // 25,000 bytes, the longest piece the long-input guard allows.
   RankTable t = table({"ab", "abab", "ba", "abababab", "abc"});
   std::string piece;
   for (int i = 0; i < 12500; ++i) piece += "ab";
-  auto start = std::chrono::steady_clock::now();
-  std::vector<uint32_t> ids = encode(piece, t);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // ab(256) pairs everywhere, then abab(257), then abababab(259): 12500 / 4 = 3125 tokens.
+  EXPECT_EQ(encode(piece, t), std::vector<uint32_t>(3125, 259));
+  // The heap merge ranks each adjacent pair once at the start (n - 1) and
+  // then at most the two pairs a merge changes (n - 3125 merges), and pops
+  // at most what it pushed: linear in the piece (times the heap's log),
+  // where tiktoken's loop scans every remaining pair for the lowest after
+  // each merge. Counted through the same merge with tiktoken's priority (the
+  // rank of the joined bytes) given by the caller. Its speed, and the loop's,
+  // are measured by bench_bpe (bench/results/2026-12-04-bpe.md), not here.
+  size_t ranked = 0;
+  const std::vector<uint32_t> ids = bpe_merge_heap_pairs(piece, t, [&](std::string_view left, std::string_view right) {
+    ++ranked;
+    return t.find(std::string(left) + std::string(right));
+  });
   EXPECT_EQ(ids, std::vector<uint32_t>(3125, 259));
-  // Measured: heap 8 ms, tiktoken's loop 0.7 s in a Release build; sanitizer
-  // Debug builds run about 25 times slower.
-#if defined(__SANITIZE_ADDRESS__) || !defined(NDEBUG)
-  const double limit = 2.0;
-#else
-  const double limit = 0.1;
-#endif
-  EXPECT_LT(seconds, limit);
+  const size_t n = piece.size();
+  EXPECT_LE(ranked, (n - 1) + 2 * (n - 3125));
 }
 
 }  // namespace
