@@ -14,13 +14,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
-#include <thread>
 
 #include "model/kimi_k3/load/loaded_k3.h"
 #include "model/qwen3_moe/load/loaded_qwen3_moe.h"
