@@ -139,7 +139,9 @@ Outcome judge_range(const Request& r, const Reply& reply) {
                      " (Content-Range \"", header, "\"); run setup again"));
   if (cr && cr->total && r.last() >= *cr->total)
     return fatal(cat("the range goes beyond the end of the file (", *cr->total, " bytes)"));
-  if (!cr || cr->first != r.offset || cr->last != r.last())
+  // A recorded size must be named too: "bytes a-b/*" would let a replaced
+  // file of another size pass.
+  if (!cr || cr->first != r.offset || cr->last != r.last() || (r.total && cr->total != r.total))
     return retry(cat("the reply's Content-Range is \"", header, "\", not \"bytes ", r.offset, "-", r.last(), "/",
                      r.total ? std::to_string(*r.total) : std::string("<size>"), "\""));
   if (reply.body_bytes != r.n) return retry(cat("the reply body is ", reply.body_bytes, " bytes, not ", r.n));
@@ -170,6 +172,7 @@ RemoteFileInfo head_info(const Request& r, const Reply& reply) {
 
 std::vector<std::pair<std::string, std::string>> parse_sha256sums(const std::string& text, const std::string& where) {
   std::vector<std::pair<std::string, std::string>> out;
+  std::map<std::string, size_t> line_of;  // name -> the line that listed it
   size_t line_no = 0;
   for (size_t at = 0; at < text.size();) {
     size_t end = text.find('\n', at);
@@ -184,7 +187,15 @@ std::vector<std::pair<std::string, std::string>> parse_sha256sums(const std::str
     if (!hex || line[64] != ' ' || (line[65] != ' ' && line[65] != '*'))
       fail(where, ": line ", line_no, ": expected \"<64 hex digits>  <file name>\", got \"", line.substr(0, 80), "\"");
     std::string name = line.substr(66), digest = line.substr(0, 64);
+    // A control byte (a second CR before the LF, say) would stay in the name,
+    // which then matches no file: its digest would silently check nothing.
+    for (const char c : name)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+        fail(where, ": line ", line_no, ": the file name holds the control byte 0x",
+             "0123456789abcdef"[static_cast<unsigned char>(c) >> 4], "0123456789abcdef"[c & 15]);
     for (char& c : digest) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (auto [it, fresh] = line_of.emplace(name, line_no); !fresh)
+      fail(where, ": line ", line_no, ": \"", name, "\" is listed twice (first on line ", it->second, ")");
     out.push_back({std::move(name), std::move(digest)});
   }
   return out;

@@ -114,7 +114,9 @@ RemoteFileInfo head_info(const Request& request, const Reply& reply);
 
 // Parses a sha256sum-style list ("<64 hex>  <name>" per line, '*' before the
 // name allowed, CR LF accepted) into (name, lowercase digest) pairs in file
-// order; errors name the line.
+// order; errors name the line. A name listed twice is refused (the list
+// would not say which digest holds), and so is one holding a control byte (it
+// would match no file).
 std::vector<std::pair<std::string, std::string>> parse_sha256sums(const std::string& text, const std::string& where);
 
 }  // namespace deltafin

@@ -170,6 +170,17 @@ TEST(MirrorJudge, ARangeReplyMustNameExactlyTheRangeAndTotal) {
   EXPECT_NE(past.failure.find("beyond the end of the file (150 bytes)"), std::string::npos) << past.failure;
 }
 
+// Found by fuzz_mirror: with the file's size recorded, a reply naming no size
+// ("bytes a-b/*") was accepted, though get_range promises a Content-Range
+// naming that total; a replaced file of another size would pass the range
+// check. It is retried (and the run fails, naming both) like another range.
+TEST(MirrorJudge, ARecordedSizeMustBeNamed) {
+  const mirror::Outcome o = judge_206(range_request(0, 8, 1000), "bytes 0-7/*", 8);
+  EXPECT_EQ(o.verdict, Verdict::Retry);
+  EXPECT_EQ(o.failure, "the reply's Content-Range is \"bytes 0-7/*\", not \"bytes 0-7/1000\"");
+  EXPECT_EQ(judge_206(range_request(0, 8), "bytes 0-7/*", 8).verdict, Verdict::Ok);  // no size recorded
+}
+
 TEST(MirrorJudge, StatusesGiveTheirVerdicts) {
   const Request ranged = range_request(0, 10), get = get_request(100);
   auto verdict = [](const Request& req, const char* status_line) {
@@ -226,6 +237,24 @@ TEST(Sha256Sums, ParsesSha256sumOutput) {
   EXPECT_FAILS_WITH(parse_sha256sums(a + " x\n", "SUMS"), "line 1");
   EXPECT_FAILS_WITH(parse_sha256sums(std::string(63, 'a') + "g  x\n", "SUMS"), "line 1");
   EXPECT_FAILS_WITH(parse_sha256sums(a + "  \n", "SUMS"), "line 1");  // no name
+}
+
+TEST(Sha256Sums, ANameListedTwiceIsRefused) {
+  // Two digests for one file: which one holds? (The map setup keeps would
+  // have silently taken the last.)
+  const std::string a(64, 'a'), b(64, 'b');
+  EXPECT_FAILS_WITH(parse_sha256sums(a + "  config.json\n" + b + " *config.json\n", "SUMS"), "SUMS", "line 2",
+                    "\"config.json\" is listed twice (first on line 1)");
+}
+
+// Found by fuzz_mirror: "\r\r\n" ended a line, one CR was taken as the line
+// end's and the other stayed in the name, which then matched no file, so its
+// digest checked nothing (and the list did not read back as written).
+TEST(Sha256Sums, AControlByteInANameIsRefused) {
+  const std::string a(64, 'a');
+  EXPECT_FAILS_WITH(parse_sha256sums(a + "  config.json\r\r\n", "SUMS"), "SUMS", "line 1", "control byte 0x0d");
+  EXPECT_FAILS_WITH(parse_sha256sums(a + "  x\n" + a + "  a\tb\n", "SUMS"), "line 2", "control byte 0x09");
+  EXPECT_EQ(parse_sha256sums(a + "  na me.json\r\n", "SUMS")[0].first, "na me.json");  // a space is a name's
 }
 
 }  // namespace
