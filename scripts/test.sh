@@ -2,8 +2,8 @@
 # Installs, builds (Release, and Debug with ASan+UBSan) and runs the whole test
 # suite under both builds, cross-builds for ARM64 and runs its kernel and model
 # tests and the cross-machine logits check under qemu (scripts/test-arm64.sh),
-# then fuzzes request validation and the HTTP parser for a minute each
-# (scripts/fuzz.sh).
+# then fuzzes request validation, the HTTP parser and the files a downloaded
+# checkpoint or a mirror hands over, 80 s in all (scripts/fuzz.sh).
 # Exit status is the first failing step's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,4 +33,4 @@ if [ "$(dpkg --print-architecture)" = amd64 ]; then
   step "ARM64: tests and logits under qemu-aarch64" scripts/test-arm64.sh
 fi
 step "tests: ASan + UBSan build" asan_ctest
-step "fuzz: request validation and HTTP parsing (60 s each)" scripts/fuzz.sh 60
+step "fuzz: requests, HTTP, checkpoint files, store.json, mirror replies (80 s in all)" scripts/fuzz.sh 80

@@ -15,6 +15,8 @@ namespace {
 // headers of a few hundred KiB, and this bounds the allocation a corrupt length
 // could cause.
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+// The header is read this much at a time (one read for real headers).
+constexpr uint64_t kHeaderPiece = 1ull << 20;
 
 uint64_t checked_product(const std::vector<uint64_t>& shape, const std::string& where) {
   uint64_t n = 1;
@@ -155,8 +157,16 @@ SafetensorsFile SafetensorsFile::open(std::unique_ptr<ByteSource> source) {
     fail(path, ": header length ", f.header_length_, " goes beyond the end of the file (", f.file_size_,
          " bytes)");
   if (f.header_length_ > kMaxHeaderBytes) fail(path, ": header length ", f.header_length_, " exceeds the 100 MiB limit");
-  std::string header(f.header_length_, '\0');
-  f.source_->read(header.data(), header.size(), 8);
+  // Read in pieces, the buffer growing as they arrive: a mirror's size
+  // (setup --stream) is only what its HEAD reply claimed, and a header length
+  // that such a size allows must not be allocated before its bytes exist.
+  std::string header;
+  for (uint64_t at = 0; at < f.header_length_;) {
+    const uint64_t n = std::min(kHeaderPiece, f.header_length_ - at);
+    header.resize(at + n);
+    f.source_->read(header.data() + at, n, 8 + at);
+    at += n;
+  }
   f.tensors_ = parse_safetensors_header(header, f.header_length_, f.file_size_ - 8 - f.header_length_, path,
                                         &f.metadata_);
   for (size_t i = 0; i < f.tensors_.size(); ++i) f.index_.emplace(f.tensors_[i].name, i);

@@ -114,7 +114,7 @@ SpecialTokens parse_tokenizer_config(std::string_view json_text, uint32_t base, 
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number out of range (1e999)
     fail(source, ": not valid JSON: ", e.what());
   }
   if (!doc.is_object()) fail(source, ": the root is not a JSON object");

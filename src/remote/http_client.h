@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "remote/mirror_reply.h"
 #include "util/error.h"
 
 namespace deltafin {
@@ -33,13 +34,6 @@ struct HttpOptions {
   // request stops at once with an "interrupted" error (Ctrl-C must not wait
   // out a stalled mirror's timeouts and retries). May be empty.
   std::function<bool()> cancelled;
-};
-
-// What the mirror says about one file (HEAD).
-struct RemoteFileInfo {
-  uint64_t bytes = 0;
-  std::string etag;           // as sent (quotes kept), "" when the server sends none
-  bool accepts_ranges = false;  // "Accept-Ranges: bytes"
 };
 
 // Thrown when a file does not exist on the mirror (HTTP 404 / 410): never

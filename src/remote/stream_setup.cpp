@@ -1,6 +1,5 @@
 #include "remote/stream_setup.h"
 
-#include <cctype>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -8,6 +7,7 @@
 #include "model/common/family_checkpoint.h"
 #include "model/registry.h"
 #include "remote/expert_ranges.h"
+#include "remote/mirror_reply.h"
 #include "remote/prefetch_experts.h"
 #include "remote/remote_file_source.h"
 #include "util/error.h"
@@ -62,28 +62,6 @@ bool fetch_small_file(HttpClient& client, const std::string& url, const std::str
 }
 
 }  // namespace
-
-std::vector<std::pair<std::string, std::string>> parse_sha256sums(const std::string& text, const std::string& where) {
-  std::vector<std::pair<std::string, std::string>> out;
-  size_t line_no = 0;
-  for (size_t at = 0; at < text.size();) {
-    size_t end = text.find('\n', at);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(at, end - at);
-    at = end + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty()) continue;
-    bool hex = line.size() > 66;
-    for (size_t i = 0; hex && i < 64; ++i) hex = std::isxdigit(static_cast<unsigned char>(line[i]));
-    if (!hex || line[64] != ' ' || (line[65] != ' ' && line[65] != '*'))
-      fail(where, ": line ", line_no, ": expected \"<64 hex digits>  <file name>\", got \"", line.substr(0, 80), "\"");
-    std::string digest = line.substr(0, 64);
-    for (char& c : digest) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    out.push_back({line.substr(66), digest});
-  }
-  return out;
-}
 
 StreamSetupReport run_stream_setup(const StreamSetupOptions& so) {
   if (so.setup.store.empty()) fail("--store: the store directory is required");

@@ -36,8 +36,4 @@ struct StreamSetupReport {
 
 StreamSetupReport run_stream_setup(const StreamSetupOptions& options);
 
-// Parses a sha256sum-style list ("<64 hex>  <name>" per line, '*' before the
-// name allowed); errors name the line.
-std::vector<std::pair<std::string, std::string>> parse_sha256sums(const std::string& text, const std::string& where);
-
 }  // namespace deltafin

@@ -133,7 +133,7 @@ DoctorReport run_doctor(const std::string& store_dir, bool full, bool progress, 
   const bool all_drives = std::find(drive_ok.begin(), drive_ok.end(), false) == drive_ok.end();
   for (int64_t l = 0; l < m.layers; ++l)
     for (int64_t e = 0; e < m.experts; ++e) {
-      const std::vector<uint16_t>& on = m.entries[static_cast<size_t>(l * m.experts + e)].drives;
+      const std::vector<uint16_t>& on = m.entry(l, e).drives;
       if (m.striped() && !on.empty() && all_drives) jobs.push_back({l, e, 0});
       if (m.striped()) continue;
       for (uint16_t d : on)

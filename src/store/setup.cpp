@@ -412,7 +412,7 @@ SetupReport run_setup(const SetupOptions& o) {
   m.moe_layers = moe_layers;
   m.record = k.record_layout();
   m.experts = E;
-  m.entries.assign(static_cast<size_t>(L * E), ExpertEntry{});
+  m.entries.assign(m.moe_layers.size() * static_cast<size_t>(E), ExpertEntry{});
   // A streamed rebuild trusts the hashes of the store it replaces only when
   // that store was streamed from the very same shard files (names, sizes and
   // ETags): config and sizes alone do not tell a fine-tune from its base, and
@@ -441,7 +441,7 @@ SetupReport run_setup(const SetupOptions& o) {
       // Placed only: the fetcher installs the file and learns the hash. A
       // hash the store already had (verified against the source by an
       // earlier setup of the same checkpoint) is kept.
-      ExpertEntry& entry = m.entries[static_cast<size_t>(l * E + e)];
+      ExpertEntry& entry = m.moe_entry(l, e);
       entry.drives = placed[static_cast<size_t>(l * E + e)];
       entry.hash_known = false;
       if (keep_hashes && previous->entry(l, e).hash_known) {
@@ -460,7 +460,7 @@ SetupReport run_setup(const SetupOptions& o) {
         check_interrupt();
         const auto [l, e] = jobs[j];
         const std::vector<uint8_t> record = k.read_expert_record(l, e);
-        ExpertEntry& entry = m.entries[static_cast<size_t>(l * E + e)];
+        ExpertEntry& entry = m.moe_entry(l, e);
         entry.drives = drives_of(l, e);
         entry.sha256 = sha256(record.data(), record.size());
         entry.crc32c = crc32c(record.data(), record.size());

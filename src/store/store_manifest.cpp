@@ -208,11 +208,29 @@ bool StoreManifest::is_moe_layer(int64_t layer) const {
   return std::binary_search(moe_layers.begin(), moe_layers.end(), layer);
 }
 
-const ExpertEntry& StoreManifest::entry(int64_t layer, int64_t expert) const {
+std::optional<size_t> StoreManifest::entry_index(int64_t layer, int64_t expert) const {
   if (layer < 0 || layer >= layers || expert < 0 || expert >= experts)
     fail("store manifest: no entry for (layer ", layer, ", expert ", expert, "); the store has ", layers, " layers x ",
          experts, " experts");
-  return entries[static_cast<size_t>(layer * experts + expert)];
+  const auto it = std::lower_bound(moe_layers.begin(), moe_layers.end(), layer);
+  if (it == moe_layers.end() || *it != layer) return std::nullopt;
+  const size_t i = static_cast<size_t>(it - moe_layers.begin()) * static_cast<size_t>(experts) + static_cast<size_t>(expert);
+  if (i >= entries.size())
+    fail("store manifest: no entry for (layer ", layer, ", expert ", expert, "); it holds ", entries.size(),
+         " entries for ", moe_layers.size(), " MoE layers x ", experts, " experts");
+  return i;
+}
+
+const ExpertEntry& StoreManifest::entry(int64_t layer, int64_t expert) const {
+  static const ExpertEntry kDense;  // no drives, no hashes
+  const std::optional<size_t> i = entry_index(layer, expert);
+  return i ? entries[*i] : kDense;
+}
+
+ExpertEntry& StoreManifest::moe_entry(int64_t layer, int64_t expert) {
+  const std::optional<size_t> i = entry_index(layer, expert);
+  if (!i) fail("store manifest: layer ", layer, " is dense; it has no expert entries");
+  return entries[*i];
 }
 
 std::string StoreManifest::expert_path(int drive, int64_t layer, int64_t expert) const {
@@ -223,9 +241,13 @@ std::string StoreManifest::expert_path(int drive, int64_t layer, int64_t expert)
 
 StoreManifest load_store_manifest(const std::string& store_dir) {
   const std::string file = manifest_path(store_dir);
+  return parse_store_manifest(read_text_file(file), file);
+}
+
+StoreManifest parse_store_manifest(std::string_view text, const std::string& file) {
   json root;
   try {
-    root = json::parse(read_text_file(file));
+    root = json::parse(text);
   } catch (const json::exception& e) {
     fail(file, ": not valid JSON: ", e.what());
   }
@@ -382,7 +404,7 @@ StoreManifest load_store_manifest(const std::string& store_dir) {
     const size_t want = m.moe_layers.size() * static_cast<size_t>(m.experts);
     if (placement.size() != want)
       fail(file, ": field 'placement' has ", placement.size(), " entries, expected one per MoE (layer, expert) = ", want);
-    m.entries.assign(static_cast<size_t>(m.layers * m.experts), ExpertEntry{});
+    m.entries.assign(placement.size(), ExpertEntry{});
     for (size_t i = 0; i < placement.size(); ++i) {
       const std::string p = item("placement", i);
       Fields f(placement[i], file, p);
@@ -432,7 +454,7 @@ StoreManifest load_store_manifest(const std::string& store_dir) {
       }
       if (m.striped()) f.no_other_fields({"layer", "expert", "drives", "sha256", "crc32c", "stripe_crc32c"});
       else f.no_other_fields({"layer", "expert", "drives", "sha256", "crc32c"});
-      m.entries[static_cast<size_t>(layer * m.experts + expert)] = std::move(e);
+      m.entries[i] = std::move(e);
     }
   }
   top.no_other_fields(
@@ -442,14 +464,18 @@ StoreManifest load_store_manifest(const std::string& store_dir) {
 }
 
 void save_store_manifest(const std::string& store_dir, const StoreManifest& m) {
+  write_file_atomic(manifest_path(store_dir), format_store_manifest(m));
+}
+
+std::string format_store_manifest(const StoreManifest& m) {
   // A manifest made in code without its MoE layers is a K3 one (1 .. L-1).
   std::vector<int64_t> moe_layers = m.moe_layers;
   if (moe_layers.empty() && m.family == "kimi_k3")
     for (int64_t l = kK3FirstMoeLayer; l < m.layers; ++l) moe_layers.push_back(l);
   if (moe_layers.empty()) fail("save_store_manifest: a ", m.family, " store needs its MoE layers");
-  if (m.layers < 1 || m.experts < 1 || m.entries.size() != static_cast<size_t>(m.layers * m.experts))
-    fail("save_store_manifest: entries has ", m.entries.size(), " items for ", m.layers, " layers x ", m.experts,
-         " experts");
+  if (m.layers < 1 || m.experts < 1 || m.entries.size() != moe_layers.size() * static_cast<size_t>(m.experts))
+    fail("save_store_manifest: entries has ", m.entries.size(), " items for ", moe_layers.size(), " MoE layers x ",
+         m.experts, " experts");
   // ordered_json: the file reads top-down in the order of the header.
   using ojson = nlohmann::ordered_json;
   ojson files = ojson::array();
@@ -464,9 +490,10 @@ void save_store_manifest(const std::string& store_dir, const StoreManifest& m) {
   // (82,432 lines), where an indented dump would spread each over ten lines
   // and building them as JSON objects costs most of a second.
   std::string lines = "[";
-  for (int64_t l : moe_layers)
+  for (size_t p = 0; p < moe_layers.size(); ++p)
     for (int64_t e = 0; e < m.experts; ++e) {
-      const ExpertEntry& x = m.entries[static_cast<size_t>(l * m.experts + e)];
+      const int64_t l = moe_layers[p];
+      const ExpertEntry& x = m.entries[p * static_cast<size_t>(m.experts) + static_cast<size_t>(e)];
       lines += l == moe_layers.front() && e == 0 ? "\n  " : ",\n  ";
       lines += "{\"layer\":" + std::to_string(l) + ",\"expert\":" + std::to_string(e) + ",\"drives\":[";
       for (size_t k = 0; k < x.drives.size(); ++k) lines += (k ? "," : "") + std::to_string(x.drives[k]);
@@ -520,7 +547,7 @@ void save_store_manifest(const std::string& store_dir, const StoreManifest& m) {
   root["placement"] = "@placement@";
   std::string text = root.dump(1);
   text.replace(text.find("\"@placement@\""), 13, lines);
-  write_file_atomic(manifest_path(store_dir), text + "\n");
+  return text + "\n";
 }
 
 }  // namespace deltafin

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/common/family_checkpoint.h"
@@ -91,10 +92,18 @@ struct StoreManifest {
   // read keeps all drives busy for the same time whichever experts a token
   // routes to (see stripe_offsets_for in placement.h).
   std::vector<uint64_t> stripe_offsets;
-  std::vector<ExpertEntry> entries;  // [layer * experts + expert]
+  // The MoE layers' experts only, in the order `placement` lists them:
+  // [position of the layer in moe_layers * experts + expert]. A dense layer
+  // has none, so `layers`, a count the file claims, sizes no table.
+  std::vector<ExpertEntry> entries;
   std::optional<RemoteSource> remote;  // set for streamed stores
 
+  // A dense layer's experts read as an empty entry (no drives); a layer or
+  // expert outside the store is a named error.
   const ExpertEntry& entry(int64_t layer, int64_t expert) const;
+  // The entry of an expert of a MoE layer, to fill in (setup); a dense layer
+  // is a named error.
+  ExpertEntry& moe_entry(int64_t layer, int64_t expert);
   bool is_moe_layer(int64_t layer) const;
   // <drive>/deltafin-experts/L{layer:03d}/E{expert:03d}.bin
   std::string expert_path(int drive, int64_t layer, int64_t expert) const;
@@ -106,6 +115,10 @@ struct StoreManifest {
   // striped store, else the whole record (when d is one of its drives).
   std::string file_on_drive(int drive, int64_t layer, int64_t expert) const;
   uint64_t bytes_on_drive(int drive) const;
+
+private:
+  // Where (layer, expert) is in `entries`; nullopt for a dense layer.
+  std::optional<size_t> entry_index(int64_t layer, int64_t expert) const;
 };
 
 std::string expert_relative_path(int64_t layer, int64_t expert);  // deltafin-experts/L001/E007.bin
@@ -114,6 +127,8 @@ std::string stripe_relative_path(int64_t layer, int64_t expert, int stripe, int 
 
 // store_dir/store.json; every field checked, errors name the file and field.
 StoreManifest load_store_manifest(const std::string& store_dir);
+// The same from the file's text; `file` names it in errors.
+StoreManifest parse_store_manifest(std::string_view text, const std::string& file);
 
 // For per-(MoE layer, expert) tables (the hash journal, the expert ranges):
 // [layer] -> the layer's position in `moe_layers`, -1 for a dense layer, for
@@ -121,5 +136,7 @@ StoreManifest load_store_manifest(const std::string& store_dir);
 // moe_layers is not ascending or holds a layer past `layers`.
 std::vector<int64_t> moe_layer_positions(const std::vector<int64_t>& moe_layers, int64_t layers, const std::string& where);
 void save_store_manifest(const std::string& store_dir, const StoreManifest& m);  // atomic
+// The text save_store_manifest writes; parse_store_manifest reads it back as `m`.
+std::string format_store_manifest(const StoreManifest& m);
 
 }  // namespace deltafin

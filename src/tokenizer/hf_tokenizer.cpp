@@ -124,8 +124,9 @@ uint64_t pair_key(uint32_t left, uint32_t right) { return (uint64_t{left} << 32)
 
 }  // namespace
 
-HfTokenizer HfTokenizer::load(const std::string& path) {
-  std::string text = read_text_file(path);
+HfTokenizer HfTokenizer::load(const std::string& path) { return parse(read_text_file(path), path); }
+
+HfTokenizer HfTokenizer::parse(std::string_view text, const std::string& path) {
   json doc;
   try {
     doc = json::parse(text);

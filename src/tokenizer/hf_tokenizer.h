@@ -40,6 +40,8 @@ public:
   // e.g. `tokenizer.json: pre_tokenizer.pretokenizers[1].type "Metaspace" is
   // not supported`.
   static HfTokenizer load(const std::string& tokenizer_json_path);
+  // The same from the file's text; `source` names it in errors.
+  static HfTokenizer parse(std::string_view json_text, const std::string& source);
 
   // Text (valid UTF-8, else an Error naming the byte offset) -> ids.
   // allow_special: added tokens (special or not) spelled in the text become

@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "format/dtype.h"
@@ -394,4 +396,61 @@ TEST(Safetensors, DuplicateFieldInsideAnEntryIsRefused) {
   EXPECT_FAILS_WITH(raw.open(R"({"a": {"dtype": "U8", "dtype": "F32", "shape": [4], "data_offsets": [0, 4]}})",
                              std::string(4, '\0')),
                     raw.path, "'a'", "field 'dtype' twice");
+}
+
+namespace {
+
+// A file whose size is only claimed (a mirror's HEAD reply): reads past the
+// bytes it really has fail, as a range request past a short file does. It
+// records the largest read asked of it, which the reader must allocate first.
+class ClaimedSizeSource : public ByteSource {
+public:
+  ClaimedSizeSource(std::string bytes, uint64_t claimed) : bytes_(std::move(bytes)), claimed_(claimed) {}
+  const std::string& name() const override { return name_; }
+  uint64_t size() const override { return claimed_; }
+  void read(void* dst, size_t n, uint64_t offset) const override {
+    *largest_ = std::max<uint64_t>(*largest_, n);
+    if (offset > bytes_.size() || n > bytes_.size() - offset) fail(name_, ": bytes ", offset, "+", n, " are not there");
+    std::memcpy(dst, bytes_.data() + offset, n);
+  }
+  std::shared_ptr<uint64_t> largest_ = std::make_shared<uint64_t>(0);
+
+private:
+  std::string name_ = "http://mirror/model.safetensors", bytes_;
+  uint64_t claimed_;
+};
+
+}  // namespace
+
+// Found by fuzz_safetensors: a mirror claiming a 1 TiB file and sending 18
+// bytes whose length field says 99 MiB made open() allocate the whole 99 MiB
+// header before its first byte was read. The header is now read in pieces of
+// at most 1 MiB, the buffer growing only as bytes arrive.
+TEST(Safetensors, AClaimedSizeDoesNotSizeTheHeaderBuffer) {
+  std::string bytes(8, '\0');
+  const uint64_t header_length = 99ull << 20;
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(header_length >> (8 * i));
+  bytes += "{\"a\": {\"dtype";
+  auto source = std::make_unique<ClaimedSizeSource>(bytes, uint64_t{1} << 40);
+  const std::shared_ptr<uint64_t> largest = source->largest_;
+  EXPECT_FAILS_WITH(SafetensorsFile::open(std::move(source)), "http://mirror/model.safetensors", "are not there");
+  EXPECT_LE(*largest, uint64_t{1} << 20) << "a read (and its buffer) sized by the claimed header length";
+  EXPECT_GT(*largest, 0u);
+}
+
+// The same header, present in full, still reads, in pieces when it is over
+// 1 MiB: a 3 MiB header of padding after the JSON.
+TEST(Safetensors, AHeaderOverOnePieceReadsWhole) {
+  std::string header = R"({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}})";
+  header.resize(3u << 20, ' ');
+  auto source = std::make_unique<ClaimedSizeSource>(raw_safetensors(header, "wxyz"), 8 + header.size() + 4);
+  const std::shared_ptr<uint64_t> largest = source->largest_;
+  const SafetensorsFile f = SafetensorsFile::open(std::move(source));
+  ASSERT_EQ(f.tensors().size(), 1u);
+  EXPECT_EQ(f.header_length(), 3u << 20);
+  EXPECT_EQ(f.tensors()[0].file_offset, 8 + (3u << 20));
+  char got[4];
+  f.read(f.tensors()[0], got);
+  EXPECT_EQ(std::string(got, 4), "wxyz");
+  EXPECT_EQ(*largest, uint64_t{1} << 20);
 }

@@ -139,5 +139,13 @@ TEST(TokenizerConfig, RefusesMalformedJson) {
   expect_error([&] { read_tokenizer_config(dir.file("missing.json"), 512); }, {"missing.json"});
 }
 
+// Found by fuzz_tiktoken: a number too large for a double is nlohmann's
+// out_of_range, not a parse_error, and went past the catch as a
+// non-deltafin exception (it would end a run with terminate()).
+TEST(TokenizerConfig, ANumberOutOfRangeIsMalformedJson) {
+  expect_error([] { parse_tokenizer_config("{\"model_max_length\": 1e999}", 512, "cfg.json"); },
+               {"cfg.json", "not valid JSON", "number overflow"});
+}
+
 }  // namespace
 }  // namespace deltafin

@@ -286,6 +286,24 @@ TEST(K3Config, WrongTypes) {
                     "field text_config.qk_rope_head_dim = -1", "expected >= 0");
 }
 
+// A dimension or count is at most kMaxConfigSize (2^20): before,
+// num_hidden_layers = 10^11 sized an 800 GB table of layer owners (a
+// bad_alloc, not a named error) and heads x head_dim could overflow
+// kda_dim() (found with fuzz_config's harness).
+TEST(K3Config, DimensionsAreBounded) {
+  EXPECT_FAILS_WITH(parse(with(tiny_config_json(), "/text_config/num_hidden_layers", int64_t{100000000000})), kWhere,
+                    "field text_config.num_hidden_layers = 100000000000, expected <= 1048576");
+  EXPECT_FAILS_WITH(parse(with(tiny_config_json(), "/text_config/linear_attn_config/head_dim", int64_t{1} << 40)),
+                    kWhere, "field text_config.linear_attn_config.head_dim = 1099511627776, expected <= 1048576");
+  EXPECT_FAILS_WITH(parse(with(tiny_config_json(), "/text_config/hidden_size", UINT64_MAX)), kWhere,
+                    "field text_config.hidden_size = 18446744073709551615, expected <= 1048576");
+  // The vocabulary is bounded by 32-bit token ids, the context not at all.
+  K3Config c = parse(with(tiny_config_json(), "/text_config/max_position_embeddings", int64_t{1} << 40));
+  EXPECT_EQ(c.max_position_embeddings, int64_t{1} << 40);
+  EXPECT_FAILS_WITH(parse(with(tiny_config_json(), "/text_config/vocab_size", (int64_t{1} << 32) + 1)), kWhere,
+                    "field text_config.vocab_size = 4294967297, expected <= 4294967296");
+}
+
 TEST(K3Config, LayerListsOverlap) {
   json j = with(tiny_config_json(), "/text_config/linear_attn_config/kda_layers", {1, 2, 3, 4, 5, 6, 7, 9});
   EXPECT_FAILS_WITH(parse(j), kWhere, "layer 4 (1-based)", "full_attn_layers", "kda_layers", "both");

@@ -155,6 +155,30 @@ TEST(Qwen3Config, RefusesWhatTheRuntimeDoesNotImplement) {
   }
 }
 
+// A dimension is at most kMaxConfigSize (2^20): before, 2^32 heads of 2^32
+// dimensions were accepted and q_dim() overflowed int64 (found with
+// fuzz_config's harness), and a value past INT64_MAX wrapped to a negative one
+// in the message. The vocabulary and the context keep their own bounds.
+TEST(Qwen3Config, DimensionsAreBounded) {
+  json j = real_config();
+  j["num_attention_heads"] = int64_t{1} << 32, j["num_key_value_heads"] = 1, j["head_dim"] = int64_t{1} << 32;
+  EXPECT_FAILS_WITH(parse_qwen3_config(j, "/ckpt/config.json"), "/ckpt/config.json",
+                    "field num_attention_heads = 4294967296, expected <= 1048576");
+  j = real_config();
+  j["hidden_size"] = UINT64_MAX;
+  EXPECT_FAILS_WITH(parse_qwen3_config(j, "/ckpt/config.json"), "field hidden_size = 18446744073709551615",
+                    "expected <= 1048576");
+  j = real_config();
+  j["num_hidden_layers"] = (1 << 20) + 1;
+  EXPECT_FAILS_WITH(parse_qwen3_config(j, "/ckpt/config.json"), "field num_hidden_layers = 1048577");
+  j = real_config();
+  j["head_dim"] = 1 << 20, j["num_attention_heads"] = 1 << 20, j["max_position_embeddings"] = int64_t{1} << 40;
+  j["vocab_size"] = int64_t{1} << 32;
+  const Qwen3Config c = parse_qwen3_config(j, "/ckpt/config.json");  // the largest sizes allowed
+  EXPECT_EQ(c.q_dim(), int64_t{1} << 40);
+  EXPECT_EQ(c.max_position_embeddings, int64_t{1} << 40);
+}
+
 TEST(Qwen3Config, ReadNamesTheFile) {
   test::TempDir dir;
   test::write_bytes(dir.file("config.json"), "{ not json");

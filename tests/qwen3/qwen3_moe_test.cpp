@@ -79,6 +79,26 @@ TEST(Qwen3MoeConfig, DecidesSparseLayersAsTransformers) {
   EXPECT_EQ(c.moe_layers(), (std::vector<int64_t>{1, 5}));
 }
 
+// Found with fuzz_config's harness: num_hidden_layers = 2^40 sized a 128 GB
+// table of layers (a bad_alloc, not a named error); a product of two widths
+// wrapped expert_record_bytes(). Every dimension is at most 2^20 now.
+TEST(Qwen3MoeConfig, DimensionsAreBounded) {
+  json j = released_30b_a3b();
+  j["num_hidden_layers"] = int64_t{1} << 40;
+  j.erase("max_window_layers");
+  EXPECT_FAILS_WITH(parse_qwen3_moe_config(j, "dir/config.json"), "dir/config.json",
+                    "field num_hidden_layers = 1099511627776, expected <= 1048576");
+  j = released_30b_a3b();
+  j["moe_intermediate_size"] = int64_t{1} << 33;
+  EXPECT_FAILS_WITH(parse_qwen3_moe_config(j, "dir/config.json"), "field moe_intermediate_size = 8589934592");
+  j = released_30b_a3b();
+  j["hidden_size"] = 1 << 20, j["moe_intermediate_size"] = 1 << 20, j["num_hidden_layers"] = 1 << 20;
+  j["decoder_sparse_step"] = 1 << 19, j["mlp_only_layers"] = {(1 << 19) - 1};
+  const Qwen3MoeConfig c = parse_qwen3_moe_config(j, "dir/config.json");  // the largest sizes allowed
+  EXPECT_EQ(c.expert_record_bytes(), 6ull << 40);
+  EXPECT_EQ(c.moe_layers(), (std::vector<int64_t>{(1 << 20) - 1}));  // layer 2^19 - 1 is mlp-only
+}
+
 TEST(Qwen3MoeConfig, RefusesWhatItDoesNotDescribe) {
   struct Case {
     const char* field;

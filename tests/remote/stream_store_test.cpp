@@ -1141,21 +1141,6 @@ TEST_F(StreamStoreOwnMirror, MalformedLineIsNamed) {
   EXPECT_FALSE(file_exists(store_ + "/store.json"));
 }
 
-TEST(Sha256Sums, ParsesSha256sumOutput) {
-  const std::string a(64, 'a'), b = std::string(63, 'B') + "C";
-  const auto got = parse_sha256sums(a + "  config.json\r\n\n" + b + " *dir/model.safetensors\n", "SUMS");
-  ASSERT_EQ(got.size(), 2u);
-  EXPECT_EQ(got[0].first, "config.json");
-  EXPECT_EQ(got[0].second, a);
-  EXPECT_EQ(got[1].first, "dir/model.safetensors");
-  EXPECT_EQ(got[1].second, std::string(63, 'b') + "c");  // lowercased
-  EXPECT_TRUE(parse_sha256sums("", "SUMS").empty());
-  EXPECT_FAILS_WITH(parse_sha256sums(a + "  x\n" + std::string(63, 'a') + "  y\n", "SUMS"), "SUMS", "line 2");
-  EXPECT_FAILS_WITH(parse_sha256sums(a + " x\n", "SUMS"), "line 1");
-  EXPECT_FAILS_WITH(parse_sha256sums(std::string(63, 'a') + "g  x\n", "SUMS"), "line 1");
-  EXPECT_FAILS_WITH(parse_sha256sums(a + "  \n", "SUMS"), "line 1");  // no name
-}
-
 // ---------------------------------------------------------------- i. a damaged streamed store
 
 TEST_F(StreamStore, MissingExpertRangesFileIsNamed) {

@@ -224,6 +224,21 @@ TEST(DSparkConfig, TargetMismatchErrors) {
   EXPECT_EQ(err(c, k3), f + "field pad_token_id = 163838, but the target's pad_token_id is 163839");
 }
 
+// A dimension is at most kMaxConfigSize (2^20): before, target_hidden_size =
+// 2^62 was accepted and context_width() (5 layers x 2^62) overflowed int64
+// (found with fuzz_config's harness).
+TEST(DSparkConfig, DimensionsAreBounded) {
+  const std::string f = "dspark/config.json: ";
+  EXPECT_EQ(parse_error(with(real(), "/target_hidden_size", int64_t{1} << 62)),
+            f + "field target_hidden_size = 4611686018427387904, expected <= 1048576");
+  EXPECT_EQ(parse_error(with(real(), "/num_target_layers", UINT64_MAX)),
+            f + "field num_target_layers = 18446744073709551615, expected <= 1048576");
+  EXPECT_EQ(parse_error(with(with(real(), "/vocab_size", int64_t{1} << 33), "/draft_vocab_size", int64_t{1} << 33)),
+            f + "field vocab_size = 8589934592, expected <= 4294967296");
+  const DSparkConfig c = parse_dspark_config(with(real(), "/target_hidden_size", 1 << 20), "dspark/config.json");
+  EXPECT_EQ(c.context_width(), int64_t{5} << 20);  // the largest width allowed
+}
+
 TEST(DSparkConfig, ReadingAFileNamesIt) {
   test::TempDir dir;
   const std::string path = dir.file("config.json");

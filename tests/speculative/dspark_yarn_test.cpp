@@ -9,6 +9,7 @@
 
 #include "model/k3_dspark/config.h"
 #include "model/k3_dspark/yarn.h"
+#include "util/error.h"
 #include "util/numeric.h"
 
 using namespace deltafin;
@@ -96,6 +97,35 @@ TEST(DSparkYarn, EqualBoundsGetTheSmallOffset) {
   EXPECT_EQ(y.low, 7);
   EXPECT_DOUBLE_EQ(y.high, 7.001);
   expect_rel(y.inv_freq[3], std::pow(50000.0, -0.75), 1e-7);
+}
+
+// Found with fuzz_config's harness: a base of 1 made corr() infinite and its
+// conversion to int64 undefined (UBSan: "inf is outside the range of
+// representable values"); the parser now wants rope_theta > 1. A base just
+// above 1 with a tiny beta_fast still puts corr(beta_fast) near 1e24, past
+// int64: it is clamped to 2^62 (x86 turned the undefined conversion into
+// INT64_MIN, so low became 0, interpolating none of the pairs it should).
+TEST(DSparkYarn, ExtremeCorrectionDimensionsStayDefined) {
+  DSparkConfig c = real_config();
+  c.rope_theta = c.rope.rope_theta = 1.0 + 0x1p-52;
+  c.rope.beta_fast = 1e-300;
+  c.rope.beta_slow = 1e-301;
+  DSparkYarn y = make_dspark_yarn(c);
+  EXPECT_EQ(y.low, int64_t{1} << 62);
+  EXPECT_EQ(y.high, 63.0);  // min(ceil(corr(beta_slow)) clamped, d - 1)
+  ASSERT_EQ(y.inv_freq.size(), 32u);
+  // Every pair below low: ramp (i - low) / (high - low) > 1, clamped to 1, so
+  // every frequency is divided by the factor 32 (base = theta^(-2i/d) ~ 1).
+  for (float f : y.inv_freq) expect_rel(f, 1.0 / 32, 1e-6);
+
+  nlohmann::json j = nlohmann::json::parse(kRealConfig);
+  j["rope_theta"] = 1.0, j["rope_parameters"]["rope_theta"] = 1.0;
+  try {
+    parse_dspark_config(j, "config.json");
+    ADD_FAILURE() << "a rotary base of 1 was accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "config.json: field rope_theta = 1.0, expected > 1 (the rotary base)");
+  }
 }
 
 TEST(DSparkYarn, RotationOfInterleavedPairs) {

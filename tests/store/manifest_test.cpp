@@ -30,10 +30,10 @@ StoreManifest sample() {
   m.expert_bytes = 3264;
   m.record = {{"w1.weight_packed", "U8", {32, 48}, 0, 1536}, {"w1.weight_scale", "U8", {32, 3}, 1536, 96},
               {"w2.weight_packed", "U8", {32, 48}, 1632, 1536}, {"w2.weight_scale", "U8", {32, 3}, 3168, 96}};
-  m.entries.resize(12);
+  m.entries.resize(8);  // MoE layers 1 and 2 x 4 experts
   for (int64_t l = 1; l < 3; ++l)
     for (int64_t e = 0; e < 4; ++e) {
-      ExpertEntry& x = m.entries[l * 4 + e];
+      ExpertEntry& x = m.moe_entry(l, e);
       x.drives = {static_cast<uint16_t>((l + e) % 2)};
       if (l == 2 && e == 3) x.drives.push_back(static_cast<uint16_t>((l + e + 1) % 2));
       for (int i = 0; i < 32; ++i) x.sha256[i] = static_cast<uint8_t>(l * 40 + e * 7 + i);
@@ -62,9 +62,9 @@ TEST(StoreManifest, FamilyMoeLayersAndRecordLayout) {
   StoreManifest m = sample();
   m.family = "qwen3_moe";
   m.moe_layers = {0, 2};  // layer 1 dense (mlp_only_layers)
-  m.entries.assign(12, ExpertEntry{});
+  m.entries.assign(8, ExpertEntry{});
   for (int64_t l : m.moe_layers)
-    for (int64_t e = 0; e < 4; ++e) m.entries[l * 4 + e].drives = {0};
+    for (int64_t e = 0; e < 4; ++e) m.moe_entry(l, e).drives = {0};
   save_store_manifest(dir.path(), m);
   const StoreManifest b = load_store_manifest(dir.path());
   EXPECT_EQ(b.family, "qwen3_moe");
@@ -131,8 +131,8 @@ TEST(StoreManifest, RoundTrip) {
   EXPECT_EQ(b.layers, 3);
   EXPECT_EQ(b.experts, 4);
   EXPECT_EQ(b.expert_bytes, 3264u);
-  ASSERT_EQ(b.entries.size(), 12u);
-  for (size_t i = 0; i < 12; ++i) {
+  ASSERT_EQ(b.entries.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
     EXPECT_EQ(b.entries[i].drives, m.entries[i].drives) << i;
     EXPECT_EQ(b.entries[i].sha256, m.entries[i].sha256) << i;
     EXPECT_EQ(b.entries[i].crc32c, m.entries[i].crc32c) << i;
@@ -205,8 +205,8 @@ TEST(StoreManifest, K3Scale) {
   for (int64_t l = 1; l < 93; ++l) m.moe_layers.push_back(l);
   m.experts = E;
   m.drives = {{"/d0", 7e9, "x"}, {"/d1", 7e9, "x"}, {"/d2", 7e9, "x"}, {"/d3", 7e9, "x"}};
-  m.entries.assign(93 * E, ExpertEntry{});
-  for (int64_t i = E; i < 93 * E; ++i) {
+  m.entries.assign(92 * E, ExpertEntry{});
+  for (int64_t i = 0; i < 92 * E; ++i) {
     m.entries[i].drives = {static_cast<uint16_t>(i % 4)};
     m.entries[i].sha256[0] = static_cast<uint8_t>(i);
     m.entries[i].crc32c = static_cast<uint32_t>(i * 2654435761u);
@@ -233,7 +233,7 @@ TEST(StoreManifest, RemoteSectionRoundTripAndUnknownHashes) {
   StoreManifest m = sample();
   m.remote = RemoteSource{"https://mirror.example/k3", "SHA256SUMS",
                           {{"model-00001-of-000002.safetensors", 123456, "\"e1\"", std::string(64, 'd')}}, 5000};
-  m.entries[1 * 4 + 2].hash_known = false;  // not fetched yet: written as "" and 0
+  m.moe_entry(1, 2).hash_known = false;  // not fetched yet: written as "" and 0
   save_store_manifest(dir.path(), m);
   const json j = json::parse(read_text_file(dir.file("store.json")));
   EXPECT_EQ(j["placement"][2]["sha256"], "");
@@ -275,4 +275,25 @@ TEST(StoreManifest, BadRemoteFieldsAreNamed) {
         j["remote"] = remote_section();
       },
       {"unknown field 'remote'"});
+}
+
+// `layers` is a count the file claims; only the MoE layers' placements back
+// it. The entries were a [layers x experts] table, so a 3 KB store.json
+// saying 1,048,576 layers made the reader allocate 369 MB before anything
+// checked it (found with fuzz_store_manifest's harness). Now only the listed
+// placements are held.
+TEST(StoreManifest, AClaimedLayerCountSizesNoTable) {
+  TempDir dir;
+  save_store_manifest(dir.path(), sample());
+  json j = json::parse(read_text_file(dir.file("store.json")));
+  j["layers"] = 1 << 20;
+  write_file_atomic(dir.file("store.json"), j.dump());
+  StoreManifest b = load_store_manifest(dir.path());
+  EXPECT_EQ(b.layers, 1 << 20);
+  EXPECT_EQ(b.entries.size(), 8u) << "one entry per placement of MoE layers 1 and 2";
+  EXPECT_TRUE(b.entry((1 << 20) - 1, 3).drives.empty());  // a dense layer reads as empty
+  EXPECT_EQ(b.entry(2, 3).drives.size(), 2u);
+  EXPECT_EQ(&b.moe_entry(2, 3), &b.entries[7]);
+  EXPECT_FAILS_WITH(b.moe_entry(0, 0), "layer 0 is dense");
+  EXPECT_FAILS_WITH(b.entry(1 << 20, 0), "layer 1048576");
 }

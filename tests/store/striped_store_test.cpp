@@ -196,13 +196,14 @@ StoreManifest striped_sample() {
   m.spine_files = {{"spine/L000.bin", 4096, std::string(64, 'c')}};
   m.drives = {{"/mnt/a", 3e9, "x"}, {"/mnt/b", 3e9, "x"}, {"/mnt/c", 3e9, "x"}};
   m.layers = 3;
+  m.moe_layers = {1, 2};
   m.experts = 4;
   m.expert_bytes = kWideRecord;
   m.stripe_offsets = {0, 12288, 20480, kWideRecord};
-  m.entries.resize(12);
+  m.entries.resize(8);
   for (int64_t l = 1; l < 3; ++l)
     for (int64_t e = 0; e < 4; ++e) {
-      ExpertEntry& x = m.entries[l * 4 + e];
+      ExpertEntry& x = m.moe_entry(l, e);
       x.drives = {0, 1, 2};
       for (int i = 0; i < 32; ++i) x.sha256[i] = static_cast<uint8_t>(l * 50 + e * 9 + i);
       x.crc32c = 0xA0000000u + static_cast<uint32_t>(l * 10 + e);
@@ -237,8 +238,8 @@ TEST(StripedManifest, RoundTripKeepsOffsetsAndStripeCrcs) {
   EXPECT_EQ(b.version, 3);
   EXPECT_TRUE(b.striped());
   EXPECT_EQ(b.stripe_offsets, (Offsets{0, 12288, 20480, 26112}));
-  ASSERT_EQ(b.entries.size(), 12u);
-  for (size_t i = 0; i < 12; ++i) {
+  ASSERT_EQ(b.entries.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
     EXPECT_EQ(b.entries[i].drives, m.entries[i].drives) << i;
     EXPECT_EQ(b.entries[i].sha256, m.entries[i].sha256) << i;
     EXPECT_EQ(b.entries[i].crc32c, m.entries[i].crc32c) << i;

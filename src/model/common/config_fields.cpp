@@ -23,11 +23,15 @@ const json& ConfigFields::get(const std::string& key) {
   return obj_.at(key);
 }
 
-int64_t ConfigFields::integer(const std::string& key, int64_t min_value) {
+int64_t ConfigFields::integer(const std::string& key, int64_t min_value, int64_t max_value) {
   const json& v = get(key);
   if (!v.is_number_integer()) fail(source_, ": field ", key, " must be an integer, found ", v.dump());
+  // An unsigned value past INT64_MAX must not wrap to a small one.
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max_value))
+    fail(source_, ": field ", key, " = ", v.dump(), ", expected <= ", max_value);
   const int64_t x = v.get<int64_t>();
   if (x < min_value) fail(source_, ": field ", key, " = ", x, ", expected >= ", min_value);
+  if (x > max_value) fail(source_, ": field ", key, " = ", x, ", expected <= ", max_value);
   return x;
 }
 

@@ -12,6 +12,15 @@
 
 namespace deltafin {
 
+// The largest dimension or count a config.json may give (widths, layers,
+// heads, experts, ranks): far above any released model's, and low enough
+// that a product of two stays far inside 64 bits and a per-layer table stays
+// small, so a corrupt or hostile file is refused before anything is sized
+// from it. Vocabulary sizes (token ids are 32-bit), token ids and
+// max_position_embeddings (a bound on the context, nothing is allocated from
+// it up front) are bounded by their own rules.
+inline constexpr int64_t kMaxConfigSize = int64_t{1} << 20;
+
 class ConfigFields {
 public:
   ConfigFields(const nlohmann::json& obj, std::string source);
@@ -19,7 +28,8 @@ public:
   // Present and not null (and marks the field as read).
   bool has(const std::string& key);
   const nlohmann::json& get(const std::string& key);  // must be present
-  int64_t integer(const std::string& key, int64_t min_value);
+  // An integer in [min_value, max_value].
+  int64_t integer(const std::string& key, int64_t min_value, int64_t max_value = kMaxConfigSize);
   double positive(const std::string& key);  // finite and > 0; integers accepted
   bool boolean(const std::string& key);
   std::string string(const std::string& key);

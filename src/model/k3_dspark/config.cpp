@@ -1,9 +1,11 @@
 #include "model/k3_dspark/config.h"
 
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "format/tokenizer_config.h"
+#include "model/common/config_fields.h"
 #include "util/error.h"
 #include "util/file.h"
 
@@ -12,6 +14,10 @@ namespace deltafin {
 using nlohmann::json;
 
 namespace {
+
+constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
+// Token ids are 32-bit, as the target's.
+constexpr int64_t kMaxVocab = int64_t{1} << 32;
 
 // Reads the fields of one JSON object; `prefix` is the field path in messages
 // ("rope_parameters" for the nested object). Every message has the form
@@ -30,11 +36,16 @@ public:
     return obj_.at(key);
   }
 
-  int64_t integer(const std::string& key, int64_t min_value) const {
+  // An integer in [min_value, max_value]; dimensions and counts are at most
+  // kMaxConfigSize (model/common/config_fields.h).
+  int64_t integer(const std::string& key, int64_t min_value, int64_t max_value = kMaxConfigSize) const {
     const json& v = get(key);
     if (!v.is_number_integer()) fail(source_, ": field ", path(key), " must be an integer, found ", v.dump());
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max_value))
+      fail(source_, ": field ", path(key), " = ", v.dump(), ", expected <= ", max_value);
     int64_t x = v.get<int64_t>();
     if (x < min_value) fail(source_, ": field ", path(key), " = ", x, ", expected >= ", min_value);
+    if (x > max_value) fail(source_, ": field ", path(key), " = ", x, ", expected <= ", max_value);
     return x;
   }
 
@@ -118,10 +129,13 @@ DSparkConfig parse_dspark_config(const json& root, const std::string& source) {
   f.expect("mla_use_output_gate", false);
   c.mla_use_nope = false;
   c.mla_use_output_gate = false;
-  c.vocab_size = f.integer("vocab_size", 257);
+  c.vocab_size = f.integer("vocab_size", 257, kMaxVocab);
   c.rms_norm_eps = f.positive("rms_norm_eps");
-  c.max_position_embeddings = f.integer("max_position_embeddings", 1);
+  c.max_position_embeddings = f.integer("max_position_embeddings", 1, kNoLimit);
   c.rope_theta = f.positive("rope_theta");
+  // YaRN divides by ln(theta): a base of 1 or less rotates nothing sensible.
+  if (!(c.rope_theta > 1))
+    fail(source, ": field rope_theta = ", f.get("rope_theta").dump(), ", expected > 1 (the rotary base)");
   c.num_target_layers = f.integer("num_target_layers", 1);
   c.target_hidden_size = f.integer("target_hidden_size", 1);
   c.target_num_hidden_layers = f.integer("target_num_hidden_layers", 1);
@@ -137,10 +151,10 @@ DSparkConfig parse_dspark_config(const json& root, const std::string& source) {
     if (i > 0 && id <= c.target_layer_ids[i - 1])
       fail(source, ": field target_layer_ids is not strictly ascending at ", id);
   }
-  c.mask_token_id = f.integer("mask_token_id", 0);
-  c.bos_token_id = f.integer("bos_token_id", 0);
-  c.eos_token_id = f.integer("eos_token_id", 0);
-  c.pad_token_id = f.integer("pad_token_id", 0);
+  c.mask_token_id = f.integer("mask_token_id", 0, kNoLimit);
+  c.bos_token_id = f.integer("bos_token_id", 0, kNoLimit);
+  c.eos_token_id = f.integer("eos_token_id", 0, kNoLimit);
+  c.pad_token_id = f.integer("pad_token_id", 0, kNoLimit);
   c.markov_rank = f.integer("markov_rank", 1);
   f.expect("markov_head_type", "vanilla");
   c.markov_head_type = "vanilla";
@@ -151,7 +165,7 @@ DSparkConfig parse_dspark_config(const json& root, const std::string& source) {
   c.confidence_head_with_markov = true;
   f.expect("tie_word_embeddings", false);
   c.tie_word_embeddings = false;
-  c.draft_vocab_size = f.integer("draft_vocab_size", 1);
+  c.draft_vocab_size = f.integer("draft_vocab_size", 1, kMaxVocab);
   if (c.draft_vocab_size != c.vocab_size)
     fail(source, ": field draft_vocab_size = ", c.draft_vocab_size, ", expected vocab_size (", c.vocab_size,
          "): DSpark scores the full vocabulary with the target's lm_head");
@@ -165,7 +179,7 @@ DSparkConfig parse_dspark_config(const json& root, const std::string& source) {
   c.rope.factor = r.number("factor");
   if (!(c.rope.factor >= 1))
     fail(source, ": field rope_parameters.factor = ", r.get("factor").dump(), ", expected >= 1");
-  c.rope.original_max_position_embeddings = r.integer("original_max_position_embeddings", 1);
+  c.rope.original_max_position_embeddings = r.integer("original_max_position_embeddings", 1, kNoLimit);
   c.rope.rope_theta = r.positive("rope_theta");
   if (c.rope.rope_theta != c.rope_theta)
     fail(source, ": field rope_parameters.rope_theta = ", r.get("rope_theta").dump(), ", expected rope_theta (",

@@ -18,6 +18,18 @@ double yarn_correction_dim(double beta, int64_t dim, double theta, int64_t origi
          (2.0 * std::log(theta));
 }
 
+namespace {
+
+// A rounded correction dimension as an integer. An extreme but legal config
+// (a base just above 1, a tiny beta) puts it past the int64 range, where the
+// conversion is undefined; the clamp changes no value inside it.
+int64_t clamped_int64(double x) {
+  constexpr double kBound = 0x1p62;
+  return static_cast<int64_t>(std::clamp(x, -kBound, kBound));
+}
+
+}  // namespace
+
 DSparkYarn make_dspark_yarn(const DSparkConfig& c) {
   DSparkYarn y;
   y.dim = c.qk_rope_head_dim;
@@ -26,9 +38,9 @@ DSparkYarn make_dspark_yarn(const DSparkConfig& c) {
   // Pairs rotating faster than beta_fast turns over L0 keep their frequency
   // (extrapolate), slower than beta_slow turns are interpolated by `factor`,
   // and a linear ramp blends the pairs in between.
-  y.low = std::max<int64_t>(static_cast<int64_t>(std::floor(yarn_correction_dim(c.rope.beta_fast, y.dim, theta, l0))), 0);
+  y.low = std::max<int64_t>(clamped_int64(std::floor(yarn_correction_dim(c.rope.beta_fast, y.dim, theta, l0))), 0);
   y.high = static_cast<double>(
-      std::min<int64_t>(static_cast<int64_t>(std::ceil(yarn_correction_dim(c.rope.beta_slow, y.dim, theta, l0))), y.dim - 1));
+      std::min<int64_t>(clamped_int64(std::ceil(yarn_correction_dim(c.rope.beta_slow, y.dim, theta, l0))), y.dim - 1));
   if (y.high == static_cast<double>(y.low)) y.high += 0.001;  // avoid a zero-width ramp
   const int64_t pairs = y.dim / 2;
   y.inv_freq.resize(static_cast<size_t>(pairs));

@@ -1,9 +1,11 @@
 #include "model/kimi_k3/config.h"
 
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "model/common/config_fields.h"
 #include "util/error.h"
 #include "util/file.h"
 
@@ -12,6 +14,10 @@ namespace deltafin {
 using nlohmann::json;
 
 namespace {
+
+constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
+// Token ids are 32-bit (the tokenizer's reserved ids follow its ranks).
+constexpr int64_t kMaxVocab = int64_t{1} << 32;
 
 // Reads fields of one JSON object, remembering which ones were consumed so the
 // rest can be reported as unused. `prefix` is the field path for messages.
@@ -31,11 +37,16 @@ public:
   }
   bool has(const std::string& key) const { return obj_.contains(key); }
 
-  int64_t integer(const std::string& key, int64_t min_value = 1) {
+  // An integer in [min_value, max_value]; dimensions and counts are at most
+  // kMaxConfigSize (model/common/config_fields.h).
+  int64_t integer(const std::string& key, int64_t min_value = 1, int64_t max_value = kMaxConfigSize) {
     const json& v = get(key);
     if (!v.is_number_integer()) fail(where_, ": field ", path(key), " must be an integer, found ", v.dump());
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max_value))
+      fail(where_, ": field ", path(key), " = ", v.dump(), ", expected <= ", max_value);
     int64_t x = v.get<int64_t>();
     if (x < min_value) fail(where_, ": field ", path(key), " = ", x, ", expected >= ", min_value);
+    if (x > max_value) fail(where_, ": field ", path(key), " = ", x, ", expected <= ", max_value);
     return x;
   }
   double number(const std::string& key) {
@@ -182,7 +193,7 @@ K3Config parse_k3_config(const json& root_json, const std::string& where) {
   c.hidden_size = t.integer("hidden_size");
   c.num_hidden_layers = t.integer("num_hidden_layers", 2);
   c.attn_res_block_size = t.integer("attn_res_block_size");
-  c.vocab_size = t.integer("vocab_size", 257);
+  c.vocab_size = t.integer("vocab_size", 257, kMaxVocab);
   c.intermediate_size = t.integer("intermediate_size");
   c.num_experts = t.integer("num_experts");
   c.num_experts_per_token = t.integer("num_experts_per_token");
@@ -199,10 +210,10 @@ K3Config parse_k3_config(const json& root_json, const std::string& where) {
   c.situ_beta = t.number("activation_situ_beta");
   c.situ_linear_beta = t.number("activation_situ_linear_beta");
   c.rms_norm_eps = t.number("rms_norm_eps");
-  c.bos_token_id = t.integer("bos_token_id", 0);
-  c.eos_token_id = t.integer("eos_token_id", 0);
-  c.pad_token_id = t.integer("pad_token_id", 0);
-  c.max_position_embeddings = t.integer("max_position_embeddings");
+  c.bos_token_id = t.integer("bos_token_id", 0, kNoLimit);
+  c.eos_token_id = t.integer("eos_token_id", 0, kNoLimit);
+  c.pad_token_id = t.integer("pad_token_id", 0, kNoLimit);
+  c.max_position_embeddings = t.integer("max_position_embeddings", 1, kNoLimit);
 
   FieldReader la(t.get("linear_attn_config"), where, "text_config.linear_attn_config");
   la.expect("use_full_rank_gate", true);
@@ -215,7 +226,7 @@ K3Config parse_k3_config(const json& root_json, const std::string& where) {
 
   // Root copies of the special ids must agree with text_config's.
   for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"}) {
-    int64_t r = root.integer(key, 0);
+    int64_t r = root.integer(key, 0, kNoLimit);
     int64_t tv = root_json["text_config"][key].get<int64_t>();
     if (r != tv) fail(where, ": field ", key, " = ", r, " but text_config.", key, " = ", tv, "; they must agree");
   }

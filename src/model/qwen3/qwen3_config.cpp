@@ -1,6 +1,7 @@
 #include "model/qwen3/qwen3_config.h"
 
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "model/common/config_fields.h"
@@ -12,6 +13,8 @@ namespace deltafin {
 using nlohmann::json;
 
 namespace {
+
+constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
 
 // yarn_get_mscale: 0.1·m·ln(factor) + 1 for factor > 1, else 1.
 double yarn_get_mscale(double factor, double m) { return factor <= 1 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; }
@@ -112,9 +115,9 @@ void parse_qwen3_shared_fields(ConfigFields& f, Qwen3Config& c) {
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     fail(source, ": field num_attention_heads = ", c.num_attention_heads,
          " is not a multiple of num_key_value_heads = ", c.num_key_value_heads, " (grouped-query attention)");
-  c.vocab_size = f.integer("vocab_size", 1);
+  c.vocab_size = f.integer("vocab_size", 1, kNoLimit);
   if (c.vocab_size > (int64_t{1} << 32)) fail(source, ": field vocab_size = ", c.vocab_size, " does not fit 32-bit token ids");
-  c.max_position_embeddings = f.integer("max_position_embeddings", 1);
+  c.max_position_embeddings = f.integer("max_position_embeddings", 1, kNoLimit);
   c.rms_norm_eps = f.positive("rms_norm_eps");
 
   // RoPE: rotate-half with theta, plain or YaRN-scaled. Older transformers
@@ -163,7 +166,7 @@ void parse_qwen3_shared_fields(ConfigFields& f, Qwen3Config& c) {
   f.has("sliding_window");
   f.has("max_window_layers");
 
-  if (f.has("bos_token_id")) c.bos_token_id = f.integer("bos_token_id", 0);
+  if (f.has("bos_token_id")) c.bos_token_id = f.integer("bos_token_id", 0, kNoLimit);
   if (f.has("eos_token_id")) {
     const json& e = root.at("eos_token_id");
     if (e.is_number_integer() && e.get<int64_t>() >= 0) {

@@ -1,6 +1,5 @@
 #include "model/qwen3_moe/qwen3_moe_config.h"
 
-#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "model/common/config_fields.h"
@@ -54,10 +53,10 @@ Qwen3MoeConfig parse_qwen3_moe_config(const json& root, const std::string& sourc
   // them describes different tensors.
   f.only("shared_expert_intermediate_size", 0, "Qwen3-MoE has no shared expert");
   c.moe_layer.resize(static_cast<size_t>(c.base.num_hidden_layers));
-  for (int64_t l = 0; l < c.base.num_hidden_layers; ++l) {
-    const bool mlp_only = std::find(c.mlp_only_layers.begin(), c.mlp_only_layers.end(), l) != c.mlp_only_layers.end();
-    c.moe_layer[static_cast<size_t>(l)] = !mlp_only && (l + 1) % c.decoder_sparse_step == 0;
-  }
+  for (int64_t l = 0; l < c.base.num_hidden_layers; ++l)
+    c.moe_layer[static_cast<size_t>(l)] = (l + 1) % c.decoder_sparse_step == 0;
+  // Linear in layers + list entries (a long list is no quadratic scan).
+  for (int64_t l : c.mlp_only_layers) c.moe_layer[static_cast<size_t>(l)] = false;
   if (c.moe_layers().empty())
     fail(source, ": no layer is sparse (decoder_sparse_step = ", c.decoder_sparse_step, ", mlp_only_layers ",
          root.contains("mlp_only_layers") ? root.at("mlp_only_layers").dump() : "[]",
