@@ -209,7 +209,7 @@ TEST(AnthropicHttp, AnswersAreTheChatRoutesAnswerInBlocksStreamedAndNot) {
   }
   EXPECT_EQ(thinking, choice["message"].value("reasoning_content", std::string()));
   EXPECT_EQ(text, choice["message"]["content"].is_null() ? "" : choice["message"]["content"].get<std::string>());
-  EXPECT_EQ(m["usage"]["output_tokens"], chat.json()["usage"]["completion_tokens"]);
+  EXPECT_EQ(m["usage"]["output_tokens"].get<int64_t>(), chat.json()["usage"]["completion_tokens"].get<int64_t>());
   EXPECT_EQ(m["usage"]["input_tokens"].get<int64_t>() + m["usage"]["cache_read_input_tokens"].get<int64_t>(),
             chat.json()["usage"]["prompt_tokens"].get<int64_t>());
 

@@ -10,7 +10,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <source_location>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -49,11 +48,11 @@ inline bool direct_io_here(std::string* why) {
 
 // For a loop over engines: whether to run `engine` here. io_uring only where
 // a reader gets it; where not, a failure under CI and a loud note elsewhere.
-inline bool engine_here(IoEngine engine, std::source_location where = std::source_location::current()) {
+inline bool engine_here(IoEngine engine, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
   if (engine != IoEngine::Uring) return true;
   std::string why;
   const bool ok = io_uring_here(&why);
-  return have_capability("io_uring", ok, why, where);
+  return have_capability("io_uring", ok, why, file, line);
 }
 
 // What a store's reader on `engine` (and direct I/O, the default) lacks here:

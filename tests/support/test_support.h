@@ -3,7 +3,6 @@
 
 #include <functional>
 #include <initializer_list>
-#include <source_location>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -81,9 +80,11 @@ std::string missing_capability(const std::string& capability, const std::string&
 // For a part of a test (one engine of a loop over engines): true when
 // `available`; otherwise a failure under CI (ADD_FAILURE) or a loud note
 // elsewhere, and false: the caller leaves that part out.
-// The failure points at the caller's line.
+// The failure points at the caller's line (__builtin_FILE/LINE in a default
+// argument take the call's place, as std::source_location would; clang 14,
+// which the sanitizer build uses, has no std::source_location yet).
 bool have_capability(const std::string& capability, bool available, const std::string& why_missing,
-                     std::source_location where = std::source_location::current());
+                     const char* file = __builtin_FILE(), int line = __builtin_LINE());
 
 // Runs fn, expects a deltafin::Error whose message contains every needle;
 // returns the message (empty when no error or the wrong type was thrown).
