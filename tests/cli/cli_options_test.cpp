@@ -16,14 +16,7 @@ using namespace deltafin;
 
 namespace {
 
-std::string df(const std::string& args) { return test::deltafin_binary() + " " + args; }
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using test::df;
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -46,8 +39,8 @@ TEST(CliDoc, CommittedReferenceIsTheHelp) {
                               &out),
             0)
       << out;
-  const std::vector<std::string> want = lines_of(read_file(tmp.file("cli.md")));
-  const std::vector<std::string> have = lines_of(read_file(test::source_dir() + "/docs/cli.md"));
+  const std::vector<std::string> want = lines_of(test::read_bytes(tmp.file("cli.md")));
+  const std::vector<std::string> have = lines_of(test::read_bytes(test::source_dir() + "/docs/cli.md"));
   ASSERT_GT(want.size(), 100u) << "the generated reference is too short to be the help";
   size_t i = 0;
   while (i < want.size() && i < have.size() && want[i] == have[i]) ++i;

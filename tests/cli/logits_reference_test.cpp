@@ -40,7 +40,7 @@ constexpr double kTolerance = 1e-5;
 constexpr double kClearMargin = 1e-4;
 constexpr size_t kPositions = 10;
 
-std::string df(const std::string& args) { return test::deltafin_binary() + " " + args; }
+using test::df;
 
 ::testing::AssertionResult runs(const std::string& command) {
   std::string out;

@@ -19,7 +19,7 @@ using namespace deltafin;
 
 namespace {
 
-std::string df(const std::string& args) { return test::deltafin_binary() + " " + args; }
+using test::df;
 
 const std::string& qwen3_moe_model() {
   static test::TempDir dir;

@@ -94,7 +94,7 @@ void set_mtime(const std::string& path, time_t seconds) {
   ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), t, 0), 0) << path;
 }
 
-void flip_byte(const std::string& path, uint64_t at) {
+void flip_byte_at(const std::string& path, uint64_t at) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
   f.seekg(static_cast<std::streamoff>(at));
   char c;
@@ -204,9 +204,9 @@ TEST_P(PromptDiskCacheTest, BadFilesAreIgnoredWithAWarningAndRemoved) {
     const char* warning;
   };
   const std::vector<Damage> cases = {
-      {"a flipped payload byte", [](const std::string& p) { flip_byte(p, fs::file_size(p) - 10); }, "contents are corrupt"},
-      {"a flipped token byte", [](const std::string& p) { flip_byte(p, 130); }, "contents are corrupt"},
-      {"a flipped header byte", [](const std::string& p) { flip_byte(p, 85); }, "header is corrupt"},
+      {"a flipped payload byte", [](const std::string& p) { flip_byte_at(p, fs::file_size(p) - 10); }, "contents are corrupt"},
+      {"a flipped token byte", [](const std::string& p) { flip_byte_at(p, 130); }, "contents are corrupt"},
+      {"a flipped header byte", [](const std::string& p) { flip_byte_at(p, 85); }, "header is corrupt"},
       {"a truncated file", [](const std::string& p) { fs::resize_file(p, fs::file_size(p) - 100); }, "truncated"},
       {"a truncated header", [](const std::string& p) { fs::resize_file(p, 60); }, "not even the header"},
       {"an empty file", [](const std::string& p) { fs::resize_file(p, 0); }, "not even the header"},

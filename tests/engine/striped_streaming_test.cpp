@@ -37,6 +37,9 @@
 using namespace deltafin;
 namespace fs = std::filesystem;
 
+// A namespace of its own: the test binaries compile in unity batches
+// (tests/CMakeLists.txt), where file-local names of two files would meet.
+namespace striped_streaming_test {
 namespace {
 
 using Offsets = std::vector<uint64_t>;
@@ -654,3 +657,4 @@ TEST(StreamingGroups, ADemandWaitsWhileEverySlotIsHeldByReadsInFlight) {
   EXPECT_EQ(k.hits, 0u);
   EXPECT_EQ(src.cache().evictions(), 1u);  // a landed prefetch made room
 }
+}  // namespace striped_streaming_test

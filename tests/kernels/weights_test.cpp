@@ -1,6 +1,7 @@
 // Exact weight decode (k3-model.md §4.2-4.3, §5.2) against hand-decoded values.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -178,11 +179,7 @@ float spec_product(size_t code, size_t s) {
   return static_cast<float>(exact);
 }
 
-uint32_t bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
+uint32_t spec_bits(float f) { return std::bit_cast<uint32_t>(f); }
 
 }  // namespace
 
@@ -195,10 +192,10 @@ TEST(MatmulDecode, DecodeTablesHoldTheSpecValues) {
   using kernels_detail::kE2M1Signed;
   using kernels_detail::kE8M0Scale;
   for (size_t c = 0; c < 16; ++c)
-    EXPECT_EQ(bits(kE2M1Signed[c]), bits(static_cast<float>(kSpecE2M1[c]))) << "code " << c;
+    EXPECT_EQ(spec_bits(kE2M1Signed[c]), spec_bits(static_cast<float>(kSpecE2M1[c]))) << "code " << c;
   for (size_t s = 0; s < 255; ++s)
     EXPECT_EQ(static_cast<double>(kE8M0Scale[s]), std::ldexp(1.0, static_cast<int>(s) - 127)) << "scale byte " << s;
-  EXPECT_EQ(bits(kE8M0Scale[0]), 0x00400000u);  // 2^-127: an fp32 subnormal
+  EXPECT_EQ(spec_bits(kE8M0Scale[0]), 0x00400000u);  // 2^-127: an fp32 subnormal
   EXPECT_EQ(kE8M0Scale[127], 1.0f);
   EXPECT_EQ(kE8M0Scale[254], 0x1p127f);
   EXPECT_TRUE(std::isnan(kE8M0Scale[255]));
@@ -209,12 +206,12 @@ TEST(MatmulDecode, DecodeTablesHoldTheSpecValues) {
         EXPECT_TRUE(std::isnan(entry)) << "code " << c;
         continue;
       }
-      ASSERT_EQ(bits(entry), bits(spec_product(c, s))) << "scale byte " << s << " code " << c;
+      ASSERT_EQ(spec_bits(entry), spec_bits(spec_product(c, s))) << "scale byte " << s << " code " << c;
     }
   // A few entries spelled out: 6 x 2^1, -0.5 x 2^-127 (subnormal), 4 x 2^127
   // and -6 x 2^126 (both past FLT_MAX), 3 x 2^126 (the largest finite).
   EXPECT_EQ(kE2M1ByScale[16 * 128 + 7], 12.0f);
-  EXPECT_EQ(bits(kE2M1ByScale[16 * 0 + 9]), 0x80200000u);
+  EXPECT_EQ(spec_bits(kE2M1ByScale[16 * 0 + 9]), 0x80200000u);
   EXPECT_EQ(kE2M1ByScale[16 * 254 + 6], std::numeric_limits<float>::infinity());
   EXPECT_EQ(kE2M1ByScale[16 * 253 + 15], -std::numeric_limits<float>::infinity());
   EXPECT_EQ(kE2M1ByScale[16 * 253 + 5], 0x1.8p127f);

@@ -28,6 +28,9 @@
 #include "util/file.h"
 
 namespace deltafin {
+// A namespace of its own: the test binaries compile in unity batches
+// (tests/CMakeLists.txt), where file-local names of two files would meet.
+namespace qwen3_moe_test {
 namespace {
 
 using nlohmann::json;
@@ -419,4 +422,5 @@ TEST(Qwen3MoeWeights, RefusesACheckpointOfAnotherArchitecture) {
 }
 
 }  // namespace
+}  // namespace qwen3_moe_test
 }  // namespace deltafin

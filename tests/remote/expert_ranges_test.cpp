@@ -85,13 +85,6 @@ StoreManifest manifest_for(const Fixture& f) {
   return m;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::vector<uint8_t> pread_range(const std::string& path, uint64_t offset, uint64_t n) {
   std::vector<uint8_t> out(n);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -224,7 +217,7 @@ TEST(ExpertRanges, SaveLoadRoundTrip) {
   const size_t count = static_cast<size_t>((m.layers - 1) * m.experts) * 6;
   // Version 2: magic, 5 u64 header fields, the MoE layers (1..L-1), 20 bytes per range, a CRC.
   EXPECT_EQ(fs::file_size(path), 8 + 5 * 8 + static_cast<size_t>(m.layers - 1) * 8 + count * 20 + 4);
-  const std::string bytes = read_file(path);
+  const std::string bytes = test::read_bytes(path);
   EXPECT_EQ(bytes.substr(0, 8), "DFXR0002");
   // No temporaries left by the atomic write.
   for (const auto& e : fs::directory_iterator(store.path() + "/remote"))
@@ -239,7 +232,7 @@ TEST(ExpertRanges, SaveLoadRoundTrip) {
     }
   // Saving again gives the same bytes.
   f.ranges.save(store.path());
-  EXPECT_EQ(read_file(path), bytes);
+  EXPECT_EQ(test::read_bytes(path), bytes);
 }
 
 TEST(ExpertRanges, LoadRefusesDamagedOrForeignFiles) {
@@ -248,7 +241,7 @@ TEST(ExpertRanges, LoadRefusesDamagedOrForeignFiles) {
   TempDir store;
   f.ranges.save(store.path());
   const std::string path = ExpertRanges::path(store.path());
-  const std::string good = read_file(path);
+  const std::string good = test::read_bytes(path);
 
   // A flipped byte anywhere in the ranges (or the stored CRC).
   for (const size_t at : {good.size() / 2, size_t{40}, good.size() - 1}) {
@@ -331,7 +324,7 @@ TEST(ExpertRanges, AVersionOneFileStillLoads) {
   TempDir store;
   f.ranges.save(store.path());
   const std::string path = ExpertRanges::path(store.path());
-  const std::string v2 = read_file(path);
+  const std::string v2 = test::read_bytes(path);
   const size_t v2_header = 8 + 5 * 8 + static_cast<size_t>(m.layers - 1) * 8;
   std::string v1 = "DFXR0001" + v2.substr(8, 24) + v2.substr(v2_header, v2.size() - v2_header - 4);
   std::string crc(4, '\0');

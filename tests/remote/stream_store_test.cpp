@@ -63,13 +63,6 @@ namespace {
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // ---------------------------------------------------------------- shared checkpoint
 
 // One generated tiny checkpoint served as <www>/ckpt, its resident logits for
@@ -113,7 +106,7 @@ const Shared& shared() {
                                    x->resident_npy),
                                &out);
     if (rc != 0) fail("resident logits failed: ", out);
-    x->resident = read_file(x->resident_npy);
+    x->resident = test::read_bytes(x->resident_npy);
     // The local reference store (bf16 spine, fixed drive speeds).
     SetupOptions so;
     so.from = x->ckpt;
@@ -362,7 +355,7 @@ protected:
     const int rc = run_command(cli(cat("logits --store ", store_, " --tokens ", shared().tokens, " --out ", file,
                                        " --cache-gb 0 ", extra)),
                                out);
-    *npy = rc == 0 ? read_file(file) : std::string();
+    *npy = rc == 0 ? test::read_bytes(file) : std::string();
     return rc;
   }
   void expect_identical_logits(const std::string& extra) {
@@ -872,7 +865,7 @@ TEST_F(StreamStore, TornHashSlotIsReportedAndFetchedAgain) {
   const StoreManifest m = load_store_manifest(store_);
   prefetch_experts(store_, m, PrefetchRange{1, 1}, fetch_options(), true);
   const std::string journal = HashJournal::path(store_);
-  std::string bytes = read_file(journal);
+  std::string bytes = test::read_bytes(journal);
   bytes[3 * 48 + 12] ^= 0x20;  // layer 1, expert 3: inside its sha256
   write_bytes(journal, bytes);
 
@@ -914,7 +907,7 @@ TEST_F(StreamStore, PrefetchLayersThenAllThenDoctor) {
   EXPECT_EQ(files_on_drives(drives_).size(), want.size());
   // Each file is the record.
   for (const auto& [l, e] : want) {
-    const std::string bytes = read_file(m.expert_path(m.entry(l, e).drives[0], l, e));
+    const std::string bytes = test::read_bytes(m.expert_path(m.entry(l, e).drives[0], l, e));
     const std::vector<uint8_t> rec = shared().k.read_expert_record(l, e);
     EXPECT_TRUE(bytes.size() == rec.size() && std::memcmp(bytes.data(), rec.data(), rec.size()) == 0) << l << "/" << e;
   }
@@ -935,7 +928,7 @@ TEST_F(StreamStore, PrefetchLayersThenAllThenDoctor) {
 
   // A damaged fetched expert is found against its recorded hash.
   const std::string victim = m.expert_path(m.entry(7, 3).drives[0], 7, 3);
-  std::string bytes = read_file(victim);
+  std::string bytes = test::read_bytes(victim);
   bytes[100] ^= 1;
   write_bytes(victim, bytes);
   const DoctorReport d = run_doctor(store_, true);
@@ -988,11 +981,11 @@ TEST_F(StreamStore, CtrlCDuringPrefetchLeavesASoundStoreAndResumes) {
     if (landed) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  EXPECT_TRUE(landed) << read_file(c.log);
+  EXPECT_TRUE(landed) << test::read_bytes(c.log);
   ::kill(c.pid, SIGINT);
   const auto t1 = Clock::now();
   const int rc = wait_child(c, 30);
-  const std::string log = read_file(c.log);
+  const std::string log = test::read_bytes(c.log);
   std::printf("Ctrl-C: exited %d after %.2f s\n", rc, since(t1));
   EXPECT_EQ(rc, 1) << log;
   EXPECT_NE(log.find("interrupted"), std::string::npos) << log;
@@ -1182,9 +1175,9 @@ TEST_F(StreamStore, StreamSetupOverALocalStoreIsRefused) {
   local.drive_mbps = {2000, 2000};
   local.quiet = true;
   run_setup(local);
-  const std::string before = read_file(store_ + "/store.json");
+  const std::string before = test::read_bytes(store_ + "/store.json");
   EXPECT_FAILS_WITH(stream_setup(mirror_url()), "built from a local checkpoint", "another --store");
-  EXPECT_EQ(read_file(store_ + "/store.json"), before);  // the local store is untouched
+  EXPECT_EQ(test::read_bytes(store_ + "/store.json"), before);  // the local store is untouched
   const DoctorReport d = run_doctor(store_, true);
   EXPECT_TRUE(d.ok()) << (d.problems.empty() ? "" : d.problems[0]);
 }

@@ -42,6 +42,9 @@
 #include "support/test_support.h"
 
 namespace deltafin {
+// A namespace of its own: the test binaries compile in unity batches
+// (tests/CMakeLists.txt), where file-local names of two files would meet.
+namespace hostile_http_test {
 namespace {
 
 using nlohmann::json;
@@ -788,4 +791,5 @@ TEST(HostileCancel, SigtermDuringALongPrefillStopsGracefully) {
 }
 
 }  // namespace
+}  // namespace hostile_http_test
 }  // namespace deltafin

@@ -29,6 +29,9 @@
 #include "util/file.h"
 
 namespace deltafin {
+// A namespace of its own: the test binaries compile in unity batches
+// (tests/CMakeLists.txt), where file-local names of two files would meet.
+namespace openai_client_test {
 namespace {
 
 using test::ServeProcess;
@@ -150,4 +153,5 @@ INSTANTIATE_TEST_SUITE_P(Families, OpenAIClient,
                          [](const ::testing::TestParamInfo<FamilyCase>& info) { return std::string(info.param.family); });
 
 }  // namespace
+}  // namespace openai_client_test
 }  // namespace deltafin

@@ -21,6 +21,9 @@
 #include "support/test_support.h"
 
 namespace deltafin {
+// A namespace of its own: the test binaries compile in unity batches
+// (tests/CMakeLists.txt), where file-local names of two files would meet.
+namespace prompt_state_process_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -151,4 +154,5 @@ TEST(PromptStateProcess, ARestartedServerReusesASharedPrefixFromDisk) {
 }
 
 }  // namespace
+}  // namespace prompt_state_process_test
 }  // namespace deltafin

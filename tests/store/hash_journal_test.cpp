@@ -35,13 +35,6 @@ ExpertHash make_hash(uint8_t seed) {
   return h;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 uint32_t u32_at(const std::string& bytes, size_t at) {
   uint32_t v;
   std::memcpy(&v, bytes.data() + at, 4);
@@ -66,7 +59,7 @@ TEST(HashJournal, CreatedEmptyWithOneSlotPerMoeExpert) {
   EXPECT_EQ(HashJournal::path(store), store + "/remote/hashes.bin");
   ASSERT_TRUE(file_exists(HashJournal::path(store)));
   EXPECT_EQ(fs::file_size(HashJournal::path(store)), kFileBytes);
-  EXPECT_EQ(read_file(HashJournal::path(store)), std::string(kFileBytes, '\0'));
+  EXPECT_EQ(test::read_bytes(HashJournal::path(store)), std::string(kFileBytes, '\0'));
   EXPECT_EQ(j.known(), 0u);
   EXPECT_TRUE(j.damaged().empty());
   for (int64_t l = 1; l < kLayers; ++l)
@@ -87,7 +80,7 @@ TEST(HashJournal, RecordThenGetAndTheSlotBytes) {
 
   // Written through to the file at once (one pwrite per record), in the
   // documented layout: magic "DFH1", crc32c, sha256, zero, CRC-32C of 44 bytes.
-  const std::string bytes = read_file(HashJournal::path(root.path()));
+  const std::string bytes = test::read_bytes(HashJournal::path(root.path()));
   ASSERT_EQ(bytes.size(), kFileBytes);
   for (const auto& [layer, expert, h] : {std::tuple{int64_t{1}, int64_t{0}, a}, std::tuple{kLayers - 1, kExperts - 1, b}}) {
     const size_t at = slot_offset(layer, expert);
@@ -145,7 +138,7 @@ TEST(HashJournal, TornSlotIsDamagedAndUnknown) {
     j.record(8, 0, c);
   }
   const std::string path = HashJournal::path(root.path());
-  std::string bytes = read_file(path);
+  std::string bytes = test::read_bytes(path);
   bytes[slot_offset(6, 11) + 20] ^= 0x40;  // inside the sha256: the slot's own CRC no longer matches
   bytes[slot_offset(8, 0) + 0] ^= 0x01;    // the magic
   write_bytes(path, bytes);
@@ -176,7 +169,7 @@ TEST(HashJournal, TornSlotWithWrongCrcFieldOnly) {
     j.record(3, 3, make_hash(8));
   }
   const std::string path = HashJournal::path(root.path());
-  std::string bytes = read_file(path);
+  std::string bytes = test::read_bytes(path);
   bytes[slot_offset(3, 3) + 46] ^= 0x10;  // the slot CRC itself
   write_bytes(path, bytes);
   HashJournal j(root.path(), kLayers, kExperts);
@@ -194,12 +187,12 @@ TEST(HashJournal, DifferentHashOverKnownOneIsRefused) {
   {
     HashJournal j(root.path(), kLayers, kExperts);
     j.record(5, 9, a);
-    const std::string before = read_file(HashJournal::path(root.path()));
+    const std::string before = test::read_bytes(HashJournal::path(root.path()));
     EXPECT_FAILS_WITH(j.record(5, 9, other_sha), HashJournal::path(root.path()), "layer 5 expert 9",
                       "a different hash is already recorded", to_hex(a.sha256));
     EXPECT_FAILS_WITH(j.record(5, 9, other_crc), "layer 5 expert 9", "a different hash is already recorded");
     expect_same(j.get(5, 9), a);
-    EXPECT_EQ(read_file(HashJournal::path(root.path())), before);  // the file was not written
+    EXPECT_EQ(test::read_bytes(HashJournal::path(root.path())), before);  // the file was not written
   }
   HashJournal j(root.path(), kLayers, kExperts);
   expect_same(j.get(5, 9), a);
@@ -237,5 +230,5 @@ TEST(HashJournal, LayerZeroAndOutOfRangeAreErrors) {
   EXPECT_FAILS_WITH(j.get(1, -1), "expert -1");
   EXPECT_FAILS_WITH(j.get(-1, 0), "layer -1");
   EXPECT_EQ(j.known(), 0u);
-  EXPECT_EQ(read_file(HashJournal::path(root.path())), std::string(kFileBytes, '\0'));
+  EXPECT_EQ(test::read_bytes(HashJournal::path(root.path())), std::string(kFileBytes, '\0'));
 }

@@ -30,6 +30,9 @@ using namespace deltafin::test;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// A namespace of its own: the test binaries compile in unity batches
+// (tests/CMakeLists.txt), where file-local names of two files would meet.
+namespace striped_store_test {
 namespace {
 
 constexpr uint64_t kPage = 4096;
@@ -792,3 +795,4 @@ TEST(StripedCli, SetupLayoutFlagThenDoctor) {
   EXPECT_NE(run_command(setup(three, "1500,1500,1500", "--layout raid0"), &out), 0) << out;
   EXPECT_NE(out.find("--layout"), std::string::npos) << out;
 }
+}  // namespace striped_store_test

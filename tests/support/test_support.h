@@ -24,8 +24,12 @@ private:
 };
 
 void write_bytes(const std::string& path, const std::string& bytes);
+// A file's bytes ("" when it cannot be read).
+std::string read_bytes(const std::string& path);
 std::string source_dir();     // the repository root
 std::string deltafin_binary();  // the built deltafin executable
+// A shell command running the built deltafin with `args`.
+inline std::string df(const std::string& args) { return deltafin_binary() + " " + args; }
 
 // n pseudo-random token ids below vocab, the same for the same seed (an LCG).
 std::vector<uint32_t> random_tokens(uint64_t seed, size_t n, uint32_t vocab);

@@ -34,6 +34,9 @@
 #include "util/file.h"
 
 namespace deltafin {
+// A namespace of its own: the test binaries compile in unity batches
+// (tests/CMakeLists.txt), where file-local names of two files would meet.
+namespace tiktoken_oracle_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -222,4 +225,5 @@ TEST(TiktokenOracle, SpecialTokensAreRecognisedLikeTiktoken) {
 }
 
 }  // namespace
+}  // namespace tiktoken_oracle_test
 }  // namespace deltafin
