@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "server/serve_process.h"
 #include "support/test_support.h"
 
 using namespace deltafin;
@@ -14,7 +16,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string df(const std::string& args) { return test::deltafin_binary() + " " + args; }
+using test::df;
 
 // One tiny checkpoint shared by the tests of this file (generation is cheap,
 // but this keeps the binary's runs few).
@@ -158,9 +160,27 @@ TEST(Cli, RunReportsAndEnforcesTheSessionLimit) {
   EXPECT_NE(out.find("the session budget of 10000 bytes holds 0 positions"), std::string::npos) << out;
 }
 
+// Ctrl-C while tokens are being made: the run stops after the current token,
+// prints what it made and exits 130. The signal goes once the first token is
+// out: a fixed delay could land in the model's load (slow under the
+// sanitizers or on a busy machine), where SIGINT still ends the process at once.
 TEST(Cli, RunStopsCleanlyOnCtrlC) {
+  test::TempDir dir;
+  const std::string err = dir.file("stderr");
+  // exec: the shell becomes deltafin, so the signal reaches it; stderr goes to
+  // a file, so the pipe carries only the generated text.
+  test::Child run({"sh", "-c", "exec " + df("run --model " + tiny_model() +
+                                             " --prompt hi --ignore-eos --max-new 100000000") + " 2>" + err});
   std::string out;
-  int rc = test::run_command("timeout --preserve-status -s INT 2 " + df("run --model " + tiny_model() + " --prompt hi --ignore-eos --max-new 100000000"), &out);
-  EXPECT_EQ(rc, 130) << out;
-  EXPECT_NE(out.find("[interrupted after"), std::string::npos) << out;
+  const auto deadline = test::ChildClock::now() + std::chrono::seconds(120);
+  while (out.empty() && test::ChildClock::now() < deadline && run.read_some(&out, std::chrono::milliseconds(100))) {
+  }
+  ASSERT_FALSE(out.empty()) << "no token within 120 s; stderr: " << test::read_bytes(err);
+  run.signal(SIGINT);
+  while (run.read_some(&out, std::chrono::milliseconds(100)) && test::ChildClock::now() < deadline) {
+  }
+  const std::optional<int> rc = run.wait_until(deadline);
+  ASSERT_TRUE(rc.has_value()) << "still running 120 s after Ctrl-C";
+  EXPECT_EQ(*rc, 130) << test::read_bytes(err);
+  EXPECT_NE(test::read_bytes(err).find("[interrupted after"), std::string::npos) << test::read_bytes(err);
 }
