@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh release
+scripts/build.sh release deltafin  # only the binary: the tests are scripts/test.sh's
 bin=build/release/deltafin
 model=demo-model
 store=demo-store

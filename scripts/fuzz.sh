@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (clang-14, ASan + UBSan) in build/fuzz and runs
+# Builds the libFuzzer targets in the sanitizer build (scripts/build.sh asan:
+# clang-14, ASan + UBSan; nothing to do when it is built already) and runs
 # them all within TOTAL seconds of wall-clock time (default 80):
 #   request         request validation (server/api)
 #   http            the HTTP/1.x request parser (server/http)
@@ -12,26 +13,20 @@
 # Each libFuzzer process uses one core, so the targets run as many at a time
 # as there are cores and share the budget evenly: each gets
 # TOTAL x cores / targets seconds, at least 15 (the budget grows to fit
-# that). CI runs `scripts/fuzz.sh 80` on 2 cores: 20 s per target, 86 s
-# for the runs here. A clean build of the eight targets took 2m19s at -j2
-# on an idle 2-core machine here, the first two alone 1m30s; CI's build of
-# those two took about 130 s, so expect about 200 s there and about 290 s
-# for the whole step.
+# that). CI runs `scripts/fuzz.sh 80` on 2 cores: 20 s per target.
 # Each target starts from a copy of its seed corpus fuzz/corpus/<name> (the
 # tracked corpus is never written) with the dictionary fuzz/<name>.dict. An
 # input that allocates more than 64 MB at once (a size taken from the file
 # before it was checked) or runs for 20 s counts as a crash. The exit status
 # is non-zero when any target found a crash, whose input it leaves in
-# build/fuzz/artifacts/ and whose log it prints.
+# build/asan/fuzz-runs/artifacts/ and whose log it prints.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 total=${1:-80}
-build=build/fuzz
 targets=(request http safetensors config tiktoken hf_tokenizer store_manifest mirror)
-
-CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -G Ninja -DDELTAFIN_FUZZ=ON -DBUILD_TESTING=OFF \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-ninja -C "$build" "${targets[@]/#/fuzz_}"
+scripts/build.sh asan "${targets[@]/#/fuzz_}"
+bin=build/asan/fuzz
+build=build/asan/fuzz-runs
 mkdir -p "$build/artifacts" "$build/logs"
 
 jobs=$(nproc)
@@ -48,7 +43,7 @@ run_target() {
   local target=$1 corpus="$build/corpus/$1"
   mkdir -p "$corpus"
   cp -f fuzz/corpus/$target/* "$corpus"/
-  "$build/fuzz/fuzz_$target" -max_total_time="$seconds" -max_len=65536 -malloc_limit_mb=64 -timeout=20 \
+  "$bin/fuzz_$target" -max_total_time="$seconds" -max_len=65536 -malloc_limit_mb=64 -timeout=20 \
     -print_final_stats=1 -dict=fuzz/$target.dict -artifact_prefix="$build/artifacts/$target-" "$corpus" \
     >"$build/logs/$target.log" 2>&1
 }
