@@ -236,6 +236,61 @@ TEST_P(FamilyLoop, SummaryDescribesTheSession) {
   EXPECT_EQ(session->bytes(), s.session_fixed_bytes + 10 * s.session_bytes_per_position);
 }
 
+// Counts the passes a model begins and ends over it, and fails every read of
+// one layer's experts as a drive error would (a real source throws from get()
+// or for_each_ready_group the same way).
+class FailingSource : public ExpertSource {
+public:
+  FailingSource(ExpertSource& inner, int64_t failing_layer) : inner_(inner), failing_layer_(failing_layer) {}
+  ExpertHandle get(int64_t layer, int64_t expert) override {
+    if (layer == failing_layer_) fail("test source: reading layer ", layer, " expert ", expert, " failed");
+    return inner_.get(layer, expert);
+  }
+  void begin_pass(size_t positions) override { begun.push_back(positions); }
+  void end_pass() override { ++ended; }
+  std::vector<size_t> begun;
+  int ended = 0;
+
+private:
+  ExpertSource& inner_;
+  int64_t failing_layer_;
+};
+
+// The target's model again, over `experts`.
+std::unique_ptr<CausalModel> model_over(Target& t, ExpertSource& experts) {
+  if (t.k3) return std::make_unique<K3Model>(t.k3->config, t.k3->weights, experts, nullptr);
+  return std::make_unique<Qwen3MoeModel>(t.qc, t.qw, experts, nullptr);
+}
+
+ExpertSource& experts_of(Target& t) { return t.k3 ? *t.k3->experts : *t.qe; }
+
+// A pass ends at the source however it ends: after its layers, and when an
+// expert read fails part-way (the source must drop the pass's unused
+// prefetches and decay its heat then too).
+TEST_P(FamilyLoop, EveryPassEndsAtTheSourceEvenWhenAnExpertReadFails) {
+  auto t = make_target(GetParam());
+  const std::vector<uint32_t> prompt = test::random_tokens(9, 5, t->vocab());
+
+  FailingSource fine(experts_of(*t), -1);
+  std::unique_ptr<CausalModel> ok = model_over(*t, fine);
+  auto s1 = ok->new_session();
+  ok->forward(*s1, prompt, false);
+  EXPECT_EQ(fine.begun, std::vector<size_t>{5});
+  EXPECT_EQ(fine.ended, 1);
+
+  FailingSource failing(experts_of(*t), t->model->summary().moe_layers.back());
+  std::unique_ptr<CausalModel> broken = model_over(*t, failing);
+  auto s2 = broken->new_session();
+  try {
+    broken->forward(*s2, prompt, false);
+    ADD_FAILURE() << "the failed expert read did not stop the pass";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("test source: reading layer"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(failing.begun, std::vector<size_t>{5});
+  EXPECT_EQ(failing.ended, 1) << "the pass the read error stopped never ended at the source";
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, FamilyLoop, ::testing::Values("kimi_k3", "qwen3_moe"),
                          [](const auto& info) { return info.param; });
 

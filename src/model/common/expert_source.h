@@ -59,6 +59,26 @@ public:
   virtual void end_pass() {}
 };
 
+// One forward pass of a source: begin_pass at construction, end_pass at end()
+// or when it goes out of scope, whichever comes first. A family holds one for
+// its pass, so no way out of the pass (a cancellation, an expert read error)
+// skips end_pass, which drops the pass's unused prefetches and decays heat.
+class ExpertPass {
+public:
+  ExpertPass(ExpertSource& source, size_t positions) : source_(&source) { source.begin_pass(positions); }
+  ~ExpertPass() { end(); }
+  ExpertPass(const ExpertPass&) = delete;
+  ExpertPass& operator=(const ExpertPass&) = delete;
+  void end() {
+    ExpertSource* s = source_;
+    source_ = nullptr;
+    if (s) s->end_pass();
+  }
+
+private:
+  ExpertSource* source_;
+};
+
 // Every expert of every MoE layer read into RAM at construction by
 // read(layer, expert) (the family's checkpoint reader): the resident reference.
 class ResidentExpertSource : public ExpertSource {

@@ -232,7 +232,9 @@ Rows K3Model::forward_k3(K3Session& session, std::span<const uint32_t> tokens, b
     kda_log_->rows = T;
     kda_log_->layers.resize(static_cast<size_t>(c_.num_hidden_layers));
   }
-  experts_.begin_pass(T);
+  // Ends however the pass does (a cancellation, an expert read error), or
+  // below, once the layers are done.
+  ExpertPass pass(experts_, T);
   // Layer 1 has no PILOT prediction (layer 0 has no router): the previous
   // token's layer-1 route is the hint, read while layer 0 runs.
   if (lookahead_) {
@@ -265,10 +267,7 @@ Rows K3Model::forward_k3(K3Session& session, std::span<const uint32_t> tokens, b
   try {
   for (int64_t i = 0; i < c_.num_hidden_layers; ++i) {
     if (shape.on_layer) shape.on_layer(i);
-    if (shape.cancelled && shape.cancelled()) {
-      experts_.end_pass();
-      return Rows();
-    }
+    if (shape.cancelled && shape.cancelled()) return Rows();
     cancel_polled_ = std::chrono::steady_clock::now();
     const LayerWeights& lw = w_.layers[static_cast<size_t>(i)];
     if (anchors.empty())
@@ -306,11 +305,10 @@ Rows K3Model::forward_k3(K3Session& session, std::span<const uint32_t> tokens, b
     }
   }
   } catch (const PassCancelled&) {
-    experts_.end_pass();
     return Rows();
   }
   session.advance(static_cast<int64_t>(T));
-  experts_.end_pass();
+  pass.end();
 
   // Tail: Mix over the anchors and h, final norm, lm_head.
   const size_t first = all_logits ? 0 : T - 1, rows = T - first;

@@ -250,12 +250,7 @@ Rows Qwen3MoeModel::forward(ModelSession& model_session, std::span<const uint32_
          session.kv_dim(), ")");
   const int64_t start = session.length();
   session.reserve(static_cast<int64_t>(T));
-  experts_.begin_pass(T);
-  // The source's pass ends however this one does (a cancel, an expert read error).
-  struct EndPass {
-    ExpertSource& e;
-    ~EndPass() { e.end_pass(); }
-  } end_pass{experts_};
+  ExpertPass pass(experts_, T);  // ends however this pass does
 
   const size_t d = c.hidden_size, V = c.vocab_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
