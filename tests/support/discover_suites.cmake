@@ -10,6 +10,8 @@
 #
 # Run after each build of the binary (tests/CMakeLists.txt), in script mode:
 #   -D TEST_EXECUTABLE=path   the test binary
+#   -D EMULATOR=command       what runs it when cross-built (qemu-aarch64 for
+#                             the ARM64 build); empty for a native build
 #   -D CTEST_FILE=path        the file ctest includes (written here)
 #   -D PREFIX=str             prefix of every entry's name (may be empty)
 #   -D FILTER=pattern         only suites whose cases match this gtest filter
@@ -23,7 +25,7 @@ if(FILTER)
   list(APPEND list_args "--gtest_filter=${FILTER}")
 endif()
 execute_process(
-  COMMAND "${TEST_EXECUTABLE}" ${list_args}
+  COMMAND ${EMULATOR} "${TEST_EXECUTABLE}" ${list_args}
   OUTPUT_VARIABLE listing
   ERROR_VARIABLE listing_err
   RESULT_VARIABLE rc
@@ -48,6 +50,10 @@ foreach(line IN LISTS lines)
 endforeach()
 list(REMOVE_DUPLICATES suites)
 
+set(emulator_args "")
+foreach(arg IN LISTS EMULATOR)
+  string(APPEND emulator_args "[==[${arg}]==] ")
+endforeach()
 set(script "")
 foreach(suite IN LISTS suites)
   # Without a filter the suite's pattern; with one, its matching cases by
@@ -58,7 +64,7 @@ foreach(suite IN LISTS suites)
   endif()
   set(name "${PREFIX}${suite}")
   string(APPEND script
-    "add_test([==[${name}]==] [==[${TEST_EXECUTABLE}]==] [==[--gtest_filter=${filter}]==])\n"
+    "add_test([==[${name}]==] ${emulator_args}[==[${TEST_EXECUTABLE}]==] [==[--gtest_filter=${filter}]==])\n"
     "set_tests_properties([==[${name}]==] PROPERTIES TIMEOUT ${TIMEOUT}")
   if(ENVIRONMENT)
     string(APPEND script " ENVIRONMENT [==[${ENVIRONMENT}]==]")
