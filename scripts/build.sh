@@ -3,8 +3,8 @@
 # (default: release, every target; with TARGETs, only those and what they need)
 #   release -> build/release  (gcc, optimised: what users run, and the tests)
 #   asan    -> build/asan     (clang-14, AddressSanitizer + UndefinedBehaviorSanitizer:
-#              the libraries at -O1, the tests at -O0, and the libFuzzer targets
-#              that scripts/fuzz.sh runs)
+#              the computing libraries at -O1, the rest and the tests at -O0,
+#              and the libFuzzer targets that scripts/fuzz.sh runs)
 #   arm64   -> build/arm64    (cross-built for 64-bit ARM Linux with Debian's
 #              aarch64 toolchain; by default only what scripts/test-arm64.sh
 #              runs: the deltafin binary and the kernel, model and forward-pass tests)
@@ -22,7 +22,10 @@ case "$kind" in
   asan)
     # clang rather than gcc: it compiles this code base's sanitized Debug
     # build in about half the time, and only clang has libFuzzer.
+    # Line tables rather than full debug info (-g): the sanitizers' reports
+    # still name file and line for every frame, for ~15 % less compile time.
     CC=clang-14 CXX=clang++-14 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+      -DCMAKE_C_FLAGS_DEBUG=-gline-tables-only -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only \
       -DDELTAFIN_SANITIZE=ON -DDELTAFIN_FUZZ=ON -DDELTAFIN_UNITY=OFF ;;
   arm64)
     # -O2 rather than Release's -O3: the same bits (no fast-math, no
