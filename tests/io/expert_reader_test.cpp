@@ -49,7 +49,9 @@ protected:
     EXPECT_EQ(reader.engine(), GetParam()) << reader.engine_note();
     EXPECT_EQ(reader.engine_note(), "");
     const int rings = test::io_uring_rings();
-    if (rings >= 0) EXPECT_EQ(rings, GetParam() == IoEngine::Uring ? 1 : 0) << "io_uring instances held";
+    if (rings >= 0) {
+      EXPECT_EQ(rings, GetParam() == IoEngine::Uring ? 1 : 0) << "io_uring instances held";
+    }
   }
   // One CRC-checked read of (layer, expert) replicated on drives 0 and 1, with
   // queue depth 1 and the trace at trace_path(); status: the drives after it.

@@ -54,7 +54,9 @@ TEST(ExpertGroup, ComputesEveryExpertOnceEitherWay) {
     for (size_t j = 0; j < rows.size(); ++j) EXPECT_EQ(done[j].load(), 1) << j;
     // Not spread: every expert ran on the calling thread (which then splits
     // its products over the pool).
-    if (!experts_one_per_thread(rows, 2)) EXPECT_EQ(threads, std::set<std::thread::id>{std::this_thread::get_id()});
+    if (!experts_one_per_thread(rows, 2)) {
+      EXPECT_EQ(threads, std::set<std::thread::id>{std::this_thread::get_id()});
+    }
   }
   std::vector<std::atomic<int>> done(3);
   compute_expert_group(nullptr, std::vector<size_t>{5, 5, 5}, [&](size_t j) { done[j]++; });

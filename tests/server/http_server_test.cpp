@@ -363,7 +363,9 @@ TEST(HttpProtocol, ABurstOfConnectionsIsAcceptedAtOnce) {
   std::thread loop([&] { burst.serve(); });
   const std::string request = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
   for (int fd : fds)
-    if (fd >= 0) EXPECT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+    if (fd >= 0) {
+      EXPECT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+    }
   for (size_t i = 0; i < fds.size(); ++i) {
     if (fds[i] < 0) continue;
     EXPECT_EQ(read_to_close(fds[i], milliseconds(30'000)).rfind("HTTP/1.1 200 ", 0), 0u) << "client " << i;
@@ -456,7 +458,9 @@ TEST(HttpStream, AQuietStreamGetsKeepAliveCommentsAndTheSameEvents) {
     ++progress_comments;
     EXPECT_GE(done, last_done) << c;
     EXPECT_LE(done, of) << c;
-    if (total >= 0) EXPECT_EQ(of, total) << c;
+    if (total >= 0) {
+      EXPECT_EQ(of, total) << c;
+    }
     last_done = done;
     total = of;
   }
