@@ -7,7 +7,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
       liburing-dev libcurl4-openssl-dev
       libicu-dev  # NFC normalisation for Hugging Face tokenizer.json (Qwen3 draft model)
       nginx  # the remote (HTTP) tests serve files from a real nginx as the mirror
-      clang-14 libclang-rt-14-dev)  # clang + libFuzzer for scripts/fuzz.sh
+      clang-14 libclang-rt-14-dev)  # the sanitizer build (scripts/build.sh asan) and libFuzzer
 # The tokenizer oracle test runs the real tiktoken (npm package) under Node.js.
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
