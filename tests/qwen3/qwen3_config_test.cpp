@@ -141,6 +141,8 @@ TEST(Qwen3Config, RefusesWhatTheRuntimeDoesNotImplement) {
       {"tie_word_embeddings", "yes", false, "tie_word_embeddings"},
       {"intermediate_size", nullptr, true, "intermediate_size"},
       {"rope_theta", nullptr, true, "rope_theta"},
+      {"rope_theta", 1.0, false, "rope_theta = 1, expected a RoPE base > 1"},
+      {"rope_theta", 0.5, false, "rope_theta = 0.5, expected a RoPE base > 1"},
       {"layer_types", json::array({"sliding_attention"}), false, "layer_types"},
       {"rope_parameters", {{"rope_type", "llama3"}, {"rope_theta", 5e5}}, false, "rope_parameters.rope_type"},
   };
@@ -153,6 +155,12 @@ TEST(Qwen3Config, RefusesWhatTheRuntimeDoesNotImplement) {
       j[c.field] = c.value;
     EXPECT_FAILS_WITH(parse_qwen3_config(j, "/ckpt/config.json"), "/ckpt/config.json", c.needle);
   }
+  // A base of 1 given only in rope_parameters, with YaRN (whose bounds divide by ln theta).
+  json j = real_config();
+  j.erase("rope_theta");
+  j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1.0}, {"factor", 4.0}};
+  EXPECT_FAILS_WITH(parse_qwen3_config(j, "/ckpt/config.json"), "/ckpt/config.json",
+                    "rope_theta = 1, expected a RoPE base > 1");
 }
 
 // A dimension is at most kMaxConfigSize (2^20): before, 2^32 heads of 2^32

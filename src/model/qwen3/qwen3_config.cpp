@@ -142,6 +142,10 @@ void parse_qwen3_shared_fields(ConfigFields& f, Qwen3Config& c) {
     }
   }
   if (!have_theta) fail(source, ": field rope_theta is missing");
+  // The RoPE base: the pair frequencies are theta^(-2i/d), and YaRN divides by
+  // ln(theta), so a base of 1 or less has no meaning (at 1 YaRN's bounds were
+  // NaN and every position got the same rotation).
+  if (!(c.rope_theta > 1)) fail(source, ": field rope_theta = ", c.rope_theta, ", expected a RoPE base > 1");
 
   // Defaults as in Hugging Face's Qwen3Config when the field is absent.
   c.tie_word_embeddings = f.has("tie_word_embeddings") ? f.boolean("tie_word_embeddings") : false;
