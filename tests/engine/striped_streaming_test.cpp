@@ -185,6 +185,15 @@ EngineOptions engine_options(Cache cache, LookaheadMode la, IoEngine io, int thr
 
 EngineOptions engine_options(const Case& c) { return engine_options(c.cache, c.lookahead, c.io, c.threads); }
 
+// A streaming source's options with `cache_slots` slots, reading with `io`
+// (one thread, no lookahead), for the tests that drive the source directly.
+StreamOptions source_options(size_t cache_slots, IoEngine io) {
+  StreamOptions so;
+  so.cache_slots = cache_slots;
+  so.reader = engine_options(Cache::None, LookaheadMode::Off, io, 1).reader;
+  return so;
+}
+
 std::vector<nlohmann::json> read_trace(const std::string& path) {
   std::ifstream in(path);
   std::vector<nlohmann::json> out;
@@ -398,9 +407,8 @@ TEST(StripedPrefetch, UnusedPrefetchIsCancelledOnEveryDrive) {
     if (!test::engine_here(io)) continue;
     SCOPED_TRACE(io_engine_name(io));
     const StoreManifest man = load_store_manifest(world().striped3());
-    StreamOptions so;
-    so.cache_slots = 64;  // prefetch room: 64 - 16 (one row's union) - 16 (demand reserve)
-    so.reader = engine_options(Cache::None, LookaheadMode::Off, io, 1).reader;
+    // Prefetch room: 64 - 16 (one row's union) - 16 (demand reserve).
+    StreamOptions so = source_options(64, io);
     test::TempDir tmp;
     Monitor monitor(3);
     monitor.open_trace(tmp.file("trace.jsonl"));
@@ -487,9 +495,7 @@ TEST(StripedPrefetch, PrefetchDemandedWhileLoadingIsPromotedOnEveryDrive) {
     if (!test::engine_here(io)) continue;
     SCOPED_TRACE(io_engine_name(io));
     const StoreManifest man = load_store_manifest(world().striped3_unequal());  // stripes 12288, 4096, 3200
-    StreamOptions so;
-    so.cache_slots = 64;
-    so.reader = engine_options(Cache::None, LookaheadMode::Off, io, 1).reader;
+    StreamOptions so = source_options(64, io);
     test::TempDir tmp;
     Monitor monitor(3);
     monitor.open_trace(tmp.file("trace.jsonl"));
@@ -533,9 +539,7 @@ TEST(StripedPrefetch, PrefetchDemandedWhileLoadingIsPromotedOnEveryDrive) {
 // Stripes still queued when the source goes away are dropped cleanly.
 TEST(StripedPrefetch, SourceDestroyedWithStripesQueued) {
   const StoreManifest man = load_store_manifest(world().striped3());
-  StreamOptions so;
-  so.cache_slots = 64;
-  so.reader = engine_options(Cache::None, LookaheadMode::Off, IoEngine::Uring, 1).reader;
+  StreamOptions so = source_options(64, IoEngine::Uring);
   for (int round = 0; round < 3; ++round) {
     StreamingExpertSource src(man, so, nullptr, nullptr, 16);
     const_cast<ExpertReader&>(src.reader()).pause_dispatch(true);
@@ -549,9 +553,7 @@ TEST(StripedPrefetch, SourceDestroyedWithStripesQueued) {
 TEST(StripedPrefetch, UsedPrefetchIsAHit) {
   const K3Checkpoint ck = load_k3_checkpoint(world().ckpt);
   const StoreManifest man = load_store_manifest(world().striped2());
-  StreamOptions so;
-  so.cache_slots = 64;
-  so.reader = engine_options(Cache::None, LookaheadMode::Off, IoEngine::Pread, 1).reader;
+  StreamOptions so = source_options(64, IoEngine::Pread);
   StreamingExpertSource src(man, so, nullptr, nullptr, 16);
   const int64_t seven[1] = {7};
   src.prefetch(2, seven);
@@ -572,9 +574,7 @@ TEST(StripedPrefetch, UsedPrefetchIsAHit) {
 TEST(StreamingGroups, HitsComeAsOneGroupAndLandedReadsTogether) {
   const K3Checkpoint ck = load_k3_checkpoint(world().ckpt);
   const StoreManifest man = load_store_manifest(world().striped2());
-  StreamOptions so;
-  so.cache_slots = 64;
-  so.reader = engine_options(Cache::None, LookaheadMode::Off, IoEngine::Pread, 1).reader;
+  StreamOptions so = source_options(64, IoEngine::Pread);
   StreamingExpertSource src(man, so, nullptr, nullptr, 16);
   for (int64_t e : {0, 1, 2}) src.get(2, e);  // in the cache
   auto& reader = const_cast<ExpertReader&>(src.reader());
@@ -618,9 +618,7 @@ TEST(StreamingGroups, HitsComeAsOneGroupAndLandedReadsTogether) {
 TEST(StreamingGroups, ADemandWaitsWhileEverySlotIsHeldByReadsInFlight) {
   const K3Checkpoint ck = load_k3_checkpoint(world().ckpt);
   const StoreManifest man = load_store_manifest(world().striped2());
-  StreamOptions so;
-  so.cache_slots = 4;
-  so.reader = engine_options(Cache::None, LookaheadMode::Off, IoEngine::Pread, 1).reader;
+  StreamOptions so = source_options(4, IoEngine::Pread);
   StreamingExpertSource src(man, so, nullptr, nullptr, /*experts_per_token=*/0);
   auto& reader = const_cast<ExpertReader&>(src.reader());
   reader.pause_dispatch(true);
