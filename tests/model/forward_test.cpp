@@ -144,7 +144,7 @@ TEST(ForwardBitIdentity, DecodeEqualsOnePassEqualsChunksOfThree) {
 
 // With 2 and 3 threads a layer's experts go to the threads whole (decode:
 // one row each) or, when they do not balance, each product splits by rows
-// (model/common/expert_group.h); either way the bits are one thread's.
+// (backend/expert_group.h); either way the bits are one thread's.
 TEST(ForwardBitIdentity, OneThreadEqualsTwoAndThreeThreads) {
   auto m1 = load_k3_resident(tiny_dir(2), 1);
   const K3Config& c = m1->config;

@@ -7,7 +7,7 @@
 #include "model/kimi_k3/tensors.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
-#include "model/common/expert_group.h"
+#include "backend/expert_group.h"
 #include "model/kimi_k3/lookahead.h"
 #include "model/kimi_k3/model.h"
 

@@ -4,22 +4,10 @@
 #include <cmath>
 #include <numbers>
 
-#include "kernels/matmul.h"
-#include "kernels/ops.h"
 
 namespace deltafin {
 
 namespace {
-
-// Rotate-half RoPE on one head in place: pairs (i, i + half), as Hugging
-// Face's rotate_half: out_lo = x_lo*cos - x_hi*sin, out_hi = x_hi*cos + x_lo*sin.
-void rope(float* x, const float* cos_p, const float* sin_p, size_t half) {
-  for (size_t i = 0; i < half; ++i) {
-    const float lo = x[i], hi = x[i + half];
-    x[i] = lo * cos_p[i] - hi * sin_p[i];
-    x[i + half] = hi * cos_p[i] + lo * sin_p[i];
-  }
-}
 
 // The pair index whose wavelength spans max_positions / (beta) positions.
 double yarn_correction_dim(double beta, double dim, double theta, double max_positions) {
@@ -27,13 +15,6 @@ double yarn_correction_dim(double beta, double dim, double theta, double max_pos
 }
 
 }  // namespace
-
-void qwen3_parallel(ThreadPool* pool, size_t n, const std::function<void(size_t, size_t)>& fn) {
-  if (pool)
-    pool->parallel_for(n, fn);
-  else if (n)
-    fn(0, n);
-}
 
 Qwen3Rope make_qwen3_rope(const Qwen3Config& c) {
   const size_t half = static_cast<size_t>(c.head_dim / 2);
@@ -76,53 +57,39 @@ void qwen3_rope_tables(const Qwen3Rope& r, int64_t start, size_t T, std::vector<
   }
 }
 
-bool qwen3_attention_block(const Qwen3Config& c, const Qwen3AttentionWeights& L, int64_t l, Qwen3Session& session,
-                           int64_t start, size_t T, const float* cos_t, const float* sin_t, float* x,
-                           ThreadPool* pool, const std::function<bool()>& stop) {
-  const size_t d = c.hidden_size, hd = c.head_dim, half = hd / 2, H = c.num_attention_heads, G = c.groups(),
-               qd = c.q_dim(), kvd = c.kv_dim();
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  std::vector<float> h(T * d), q(T * qd), k(T * kvd), v(T * kvd), attn(T * qd), delta(T * d);
+void Qwen3RopeRows::fill(Backend& be, const Qwen3Rope& rope, int64_t start, size_t T) {
+  qwen3_rope_tables(rope, start, T, cos_host, sin_host);
+  const size_t half = rope.inv_freq.size();
+  cos = be.act(T, half);
+  sin = be.act(T, half);
+  be.write(cos, 0, cos_host);
+  be.write(sin, 0, sin_host);
+}
 
-  for (size_t t = 0; t < T; ++t) rmsnorm(x + t * d, L.input_norm.data(), d, eps, h.data() + t * d);
-  matmul(L.q.view(), h.data(), T, q.data(), pool);
-  matmul(L.k.view(), h.data(), T, k.data(), pool);
-  matmul(L.v.view(), h.data(), T, v.data(), pool);
-  for (size_t t = 0; t < T; ++t) {
-    // QK-norm per head over head_dim, before RoPE (Qwen3's one change from Qwen2).
-    for (size_t hh = 0; hh < H; ++hh) {
-      float* qh = q.data() + t * qd + hh * hd;
-      rmsnorm(qh, L.q_norm.data(), hd, eps, qh);
-      rope(qh, cos_t + t * half, sin_t + t * half, half);
-    }
-    float* kc = session.keys(l, start + static_cast<int64_t>(t));
-    float* vc = session.values(l, start + static_cast<int64_t>(t));
-    for (size_t g = 0; g < kvd / hd; ++g) {
-      float* kh = k.data() + t * kvd + g * hd;
-      rmsnorm(kh, L.k_norm.data(), hd, eps, kh);
-      rope(kh, cos_t + t * half, sin_t + t * half, half);
-    }
-    for (size_t i = 0; i < kvd; ++i) kc[i] = k[t * kvd + i], vc[i] = v[t * kvd + i];
-  }
+bool qwen3_attention_block(Backend& be, const Qwen3Config& c, const Qwen3AttentionWeights& L, int64_t l,
+                           KvSession& session, int64_t start, const Act& cos, const Act& sin, Act& x,
+                           const std::function<bool()>& stop) {
+  const size_t T = x.rows(), d = c.hidden_size, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim();
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  Act h = be.act(T, d), q = be.act(T, qd), k = be.act(T, kvd), v = be.act(T, kvd);
+  be.rmsnorm(x, L.input_norm, eps, h);
+  be.matmul(L.q.view(), h, q);
+  be.matmul(L.k.view(), h, k);
+  be.matmul(L.v.view(), h, v);
+  // QK-norm per head over head_dim, before RoPE (Qwen3's one change from Qwen2).
+  be.rmsnorm_heads(q, L.q_norm, hd, eps);
+  be.rope_half(q, hd, cos, sin);
+  be.rmsnorm_heads(k, L.k_norm, hd, eps);
+  be.rope_half(k, hd, cos, sin);
+  be.kv_store(k, v, session.layer(l), start);
   // Causal attention: position start + t sees cache rows 0 .. start + t, all
   // written above; query head hh reads KV head hh / G (grouped-query).
-  const float* keys = session.keys(l, 0);
-  const float* values = session.values(l, 0);
-  for (size_t t0 = 0; t0 < T; t0 += kAttentionStopRows) {
-    const size_t t1 = std::min(T, t0 + kAttentionStopRows);
-    qwen3_parallel(pool, (t1 - t0) * H, [&](size_t begin, size_t end) {
-      std::vector<float> scratch(static_cast<size_t>(start) + t1);
-      for (size_t item = begin; item < end; ++item) {
-        const size_t t = t0 + item / H, hh = item % H, g = hh / G;
-        attention(q.data() + t * qd + hh * hd, keys + g * hd, kvd, values + g * hd, kvd,
-                  static_cast<size_t>(start) + t + 1, hd, hd, scale, scratch.data(), attn.data() + t * qd + hh * hd);
-      }
-    });
-    if (stop && t1 < T && stop()) return false;
-  }
-  matmul(L.o.view(), attn.data(), T, delta.data(), pool);
-  for (size_t i = 0; i < T * d; ++i) x[i] = x[i] + delta[i];
+  const GqaShape shape{static_cast<size_t>(c.num_attention_heads), kvd / hd, hd, start,
+                       static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
+  Act attn = be.act(T, qd);
+  if (!be.attention_gqa(q, session.layer(l), shape, attn, stop)) return false;
+  be.matmul(L.o.view(), attn, h);  // h is free again: it takes o_proj's output
+  be.add(x, h);
   return true;
 }
 

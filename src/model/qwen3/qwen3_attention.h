@@ -11,10 +11,10 @@
 #include <functional>
 #include <vector>
 
+#include "backend/backend.h"
+#include "model/common/kv_session.h"
 #include "model/common/matrix.h"
 #include "model/qwen3/qwen3_config.h"
-#include "model/qwen3/qwen3_session.h"
-#include "util/thread_pool.h"
 
 namespace deltafin {
 
@@ -39,19 +39,23 @@ void qwen3_rope_tables(const Qwen3Rope& rope, int64_t start, size_t T, std::vect
                        std::vector<float>& sin_t);
 
 // Runs the attention half of `layer` for rows x [T, hidden] at positions
-// start ... start + T - 1 (cos_t / sin_t are theirs), adding its output to x.
-// The session must be reserved for them; their K/V rows are written here.
-// `stop`, when set, is asked on the calling thread between blocks of
-// kAttentionStopRows query rows (a long prompt's attention is minutes of
-// work); when it returns true the block is abandoned and false is returned,
-// x and the session's committed rows untouched. Blocking changes no bit:
-// every (row, head) is its own reduction.
-inline constexpr size_t kAttentionStopRows = 64;
-bool qwen3_attention_block(const Qwen3Config& config, const Qwen3AttentionWeights& w, int64_t layer,
-                           Qwen3Session& session, int64_t start, size_t T, const float* cos_t, const float* sin_t,
-                           float* x, ThreadPool* pool, const std::function<bool()>& stop = {});
+// start ... start + T - 1 (cos / sin [T, head_dim / 2] are theirs), adding
+// its output to x. The session must be reserved for them; their K/V rows are
+// written here. `stop`, when set, is asked between blocks of
+// Backend::kAttentionStopRows query rows (a long prompt's attention is
+// minutes of work); when it returns true the block is abandoned and false is
+// returned, x and the session's committed rows untouched. Blocking changes
+// no bit: every (row, head) is its own reduction.
+inline constexpr size_t kAttentionStopRows = Backend::kAttentionStopRows;
+bool qwen3_attention_block(Backend& be, const Qwen3Config& config, const Qwen3AttentionWeights& w, int64_t layer,
+                           KvSession& session, int64_t start, const Act& cos, const Act& sin, Act& x,
+                           const std::function<bool()>& stop = {});
 
-// Runs fn(begin, end) over [0, n), on the pool when there is one.
-void qwen3_parallel(ThreadPool* pool, size_t n, const std::function<void(size_t, size_t)>& fn);
+// The RoPE tables of a pass as the backend's activations (host scratch reused).
+struct Qwen3RopeRows {
+  std::vector<float> cos_host, sin_host;
+  Act cos, sin;
+  void fill(Backend& be, const Qwen3Rope& rope, int64_t start, size_t T);
+};
 
 }  // namespace deltafin

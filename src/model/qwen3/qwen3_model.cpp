@@ -1,21 +1,24 @@
 #include "model/qwen3/qwen3_model.h"
 
-#include <cmath>
-
-#include "kernels/matmul.h"
-#include "kernels/ops.h"
+#include "backend/cpu_backend.h"
 #include "util/error.h"
-#include "util/numeric.h"
 
 namespace deltafin {
 
-Qwen3Model::Qwen3Model(const Qwen3Config& config, const Qwen3Weights& weights, ThreadPool* pool)
-    : config_(config), weights_(weights), pool_(pool), rope_(make_qwen3_rope(config)) {
+Qwen3Model::Qwen3Model(const Qwen3Config& config, const Qwen3Weights& weights, Backend& backend)
+    : config_(config), weights_(weights), be_(backend), rope_(make_qwen3_rope(config)) {
   if (static_cast<int64_t>(weights.layers.size()) != config.num_hidden_layers ||
       weights.embed.rows != static_cast<size_t>(config.vocab_size) ||
       weights.embed.cols != static_cast<size_t>(config.hidden_size))
     fail("Qwen3 model: the weights were not loaded for this config");
 }
+
+Qwen3Model::Qwen3Model(const Qwen3Config& config, const Qwen3Weights& weights, ThreadPool* pool)
+    : Qwen3Model(config, weights, *new CpuBackend(pool)) {
+  own_backend_.reset(&be_);
+}
+
+Qwen3Model::~Qwen3Model() = default;
 
 std::vector<float> Qwen3Model::forward(Qwen3Session& session, std::span<const uint32_t> tokens, bool all_logits) {
   const Qwen3Config& c = config_;
@@ -31,35 +34,29 @@ std::vector<float> Qwen3Model::forward(Qwen3Session& session, std::span<const ui
   const int64_t start = session.length();
   session.reserve(static_cast<int64_t>(T));  // refuses a pass beyond the capacity before anything changes
 
-  const size_t d = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const size_t d = c.hidden_size, I = c.intermediate_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  std::vector<float> cos_t, sin_t;
-  qwen3_rope_tables(rope_, start, T, cos_t, sin_t);
-
-  std::vector<float> x(T * d), h(T * d), delta(T * d), gate(T * I), up(T * I);
-  for (size_t t = 0; t < T; ++t)
-    for (size_t j = 0; j < d; ++j) x[t * d + j] = bf16_to_f32(w.embed.bf16_at(tokens[t], j));
-
+  rope_rows_.fill(be_, rope_, start, T);
+  Act x = be_.act(T, d), h = be_.act(T, d), delta = be_.act(T, d), g = be_.act(T, I);
+  be_.embed(w.embed.view(), tokens, x);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const Qwen3LayerWeights& L = w.layers[l];
-    qwen3_attention_block(c, L.attn, l, session, start, T, cos_t.data(), sin_t.data(), x.data(), pool_);
-    // SwiGLU MLP block.
-    for (size_t t = 0; t < T; ++t) rmsnorm(x.data() + t * d, L.post_attention_norm.data(), d, eps, h.data() + t * d);
-    // SwiGLU on each thread's rows inside the products' hand-off (elementwise: no bit changes).
-    matmul_pair(L.gate.view(), L.up.view(), h.data(), T, gate.data(), up.data(), pool_, [&](size_t rb, size_t re) {
-      for (size_t t = 0; t < T; ++t)
-        for (size_t i = t * I + rb; i < t * I + re; ++i) gate[i] = silu(gate[i]) * up[i];
-    });
-    matmul(L.down.view(), gate.data(), T, delta.data(), pool_);
-    for (size_t i = 0; i < T * d; ++i) x[i] = x[i] + delta[i];
+    qwen3_attention_block(be_, c, L.attn, l, session, start, rope_rows_.cos, rope_rows_.sin, x);
+    be_.rmsnorm(x, L.post_attention_norm, eps, h);  // the SwiGLU MLP block
+    be_.gated_matmul(L.gate.view(), L.up.view(), h, Gate::silu_mul(), g);
+    be_.matmul(L.down.view(), g, delta);
+    be_.add(x, delta);
   }
 
   const size_t rows = all_logits ? T : 1, first = T - rows;
-  for (size_t r = 0; r < rows; ++r) rmsnorm(x.data() + (first + r) * d, w.final_norm.data(), d, eps, h.data() + r * d);
-  std::vector<float> logits(rows * V);
-  matmul(w.output().view(), h.data(), rows, logits.data(), pool_);
+  Act last = be_.act(rows, d), normed = be_.act(rows, d), logits = be_.act(rows, c.vocab_size);
+  be_.copy_rows(x, first, last);
+  be_.rmsnorm(last, w.final_norm, eps, normed);
+  be_.matmul(w.output().view(), normed, logits);
+  std::vector<float> out(logits.size());
+  be_.read(logits, 0, out);
   session.commit(static_cast<int64_t>(T));
-  return logits;
+  return out;
 }
 
 }  // namespace deltafin

@@ -8,10 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
-#include "model/common/greedy.h"
+#include "backend/backend.h"
 #include "model/qwen3/qwen3_attention.h"
 #include "model/qwen3/qwen3_config.h"
 #include "model/qwen3/qwen3_session.h"
@@ -22,9 +23,11 @@ namespace deltafin {
 
 class Qwen3Model {
 public:
-  // Keeps references to config and weights (they must outlive the model);
-  // pool may be null (everything on the calling thread).
+  // Keeps references to config, weights and backend (they must outlive the model).
+  Qwen3Model(const Qwen3Config& config, const Qwen3Weights& weights, Backend& backend);
+  // The same on a CPU backend of its own over `pool` (may be null: the calling thread).
   Qwen3Model(const Qwen3Config& config, const Qwen3Weights& weights, ThreadPool* pool);
+  ~Qwen3Model();
 
   // Appends `tokens` (T >= 1) at positions session.length() .. + T - 1 and
   // returns logits: [T, vocab] row-major when all_logits, else [1, vocab] for
@@ -39,8 +42,10 @@ public:
 private:
   const Qwen3Config& config_;
   const Qwen3Weights& weights_;
-  ThreadPool* pool_;
+  std::unique_ptr<Backend> own_backend_;
+  Backend& be_;
   Qwen3Rope rope_;
+  Qwen3RopeRows rope_rows_;
 };
 
 }  // namespace deltafin

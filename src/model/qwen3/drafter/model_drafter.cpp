@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "model/common/greedy.h"
 #include "tokenizer/utf8.h"
 #include "util/file.h"
 #include "util/error.h"

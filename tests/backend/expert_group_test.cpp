@@ -1,4 +1,4 @@
-#include "model/common/expert_group.h"
+#include "backend/expert_group.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,253 @@
+#include "backend/cpu_backend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "backend/expert_group.h"
+#include "util/error.h"
+#include "util/numeric.h"
+
+namespace deltafin {
+
+namespace {
+
+void check_shape(const Act& a, size_t rows, size_t width, const char* op, const char* what) {
+  if (a.empty() || a.rows() != rows || a.width() != width)
+    fail("cpu backend: ", op, ": ", what, " is [", a.rows(), ", ", a.width(), "], expected [", rows, ", ", width, "]");
+}
+
+// Rotate-half RoPE on one head in place: pairs (i, i + half), as Hugging
+// Face's rotate_half: out_lo = x_lo*cos - x_hi*sin, out_hi = x_hi*cos + x_lo*sin.
+void rope_head(float* x, const float* cos_p, const float* sin_p, size_t half) {
+  for (size_t i = 0; i < half; ++i) {
+    const float lo = x[i], hi = x[i + half];
+    x[i] = lo * cos_p[i] - hi * sin_p[i];
+    x[i + half] = hi * cos_p[i] + lo * sin_p[i];
+  }
+}
+
+}  // namespace
+
+Backend::Slot CpuBackend::acquire(size_t floats) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // The smallest free slot that holds `floats`; else the largest free one,
+  // grown (a pass of a new shape grows its slots once); else a new one.
+  size_t best = free_.size();
+  for (size_t i = 0; i < free_.size(); ++i) {
+    const size_t cap = slots_[free_[i]]->size();
+    if (best == free_.size()) {
+      best = i;
+      continue;
+    }
+    const size_t best_cap = slots_[free_[best]]->size();
+    const bool fits = cap >= floats, best_fits = best_cap >= floats;
+    if ((fits && (!best_fits || cap < best_cap)) || (!fits && !best_fits && cap > best_cap)) best = i;
+  }
+  uint32_t index;
+  if (best < free_.size()) {
+    index = free_[best];
+    free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(best));
+  } else {
+    index = static_cast<uint32_t>(slots_.size());
+    slots_.push_back(std::make_unique<std::vector<float>>());
+  }
+  std::vector<float>& v = *slots_[index];
+  if (v.size() < floats) v.resize(floats);
+  return {index, v.data()};
+}
+
+void CpuBackend::release(uint32_t slot) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_.push_back(slot);
+}
+
+size_t CpuBackend::slots_made() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return slots_.size();
+}
+
+void CpuBackend::write(Act& dst, size_t row0, std::span<const float> host) {
+  if (dst.width() == 0 || host.size() % dst.width() != 0 || row0 * dst.width() + host.size() > dst.size())
+    fail("cpu backend: write of ", host.size(), " values at row ", row0, " into [", dst.rows(), ", ", dst.width(), "]");
+  std::copy(host.begin(), host.end(), data(dst) + row0 * dst.width());
+}
+
+void CpuBackend::read(const Act& src, size_t row0, std::span<float> host) {
+  if (src.width() == 0 || host.size() % src.width() != 0 || row0 * src.width() + host.size() > src.size())
+    fail("cpu backend: read of ", host.size(), " values at row ", row0, " from [", src.rows(), ", ", src.width(), "]");
+  std::copy_n(data(src) + row0 * src.width(), host.size(), host.begin());
+}
+
+void CpuBackend::copy(const Act& src, Act& dst) {
+  check_shape(dst, src.rows(), src.width(), "copy", "dst");
+  std::copy_n(data(src), src.size(), data(dst));
+}
+
+void CpuBackend::copy_rows(const Act& src, size_t first, Act& dst) {
+  if (dst.width() != src.width() || first + dst.rows() > src.rows())
+    fail("cpu backend: copy_rows: [", dst.rows(), ", ", dst.width(), "] from row ", first, " of [", src.rows(), ", ",
+         src.width(), "]");
+  std::copy_n(data(src) + first * src.width(), dst.size(), data(dst));
+}
+
+void CpuBackend::embed(const WeightView& table, std::span<const uint32_t> ids, Act& out) {
+  check_shape(out, ids.size(), table.cols, "embed", "out");
+  if (table.type != WeightType::BF16 && table.type != WeightType::F32)
+    fail("cpu backend: embed: a ", weight_type_name(table.type), " table (BF16 or F32 only)");
+  const size_t d = table.cols;
+  for (size_t t = 0; t < ids.size(); ++t) {
+    if (ids[t] >= table.rows) fail("cpu backend: embed: id ", ids[t], " outside the table's ", table.rows, " rows");
+    float* o = data(out) + t * d;
+    if (table.type == WeightType::F32) {
+      std::memcpy(o, static_cast<const float*>(table.data) + ids[t] * d, d * sizeof(float));
+      continue;
+    }
+    const uint8_t* row = static_cast<const uint8_t*>(table.data) + static_cast<size_t>(ids[t]) * d * 2;
+    for (size_t i = 0; i < d; ++i) o[i] = bf16_to_f32(load_u16le(row + 2 * i));
+  }
+}
+
+void CpuBackend::matmul(const WeightView& w, const Act& x, Act& y) {
+  check_shape(x, x.rows(), w.cols, "matmul", "x");
+  check_shape(y, x.rows(), w.rows, "matmul", "y");
+  deltafin::matmul(w, data(x), x.rows(), data(y), pool_);
+}
+
+// The activation runs on each thread's rows as its products finish, inside
+// the products' one parallel_for (elementwise: the split changes no bit).
+void CpuBackend::gated_matmul(const WeightView& gate, const WeightView& up, const Act& x, Gate fn, Act& h) {
+  const size_t n = x.rows(), I = gate.rows;
+  check_shape(x, n, gate.cols, "gated_matmul", "x");
+  check_shape(h, n, I, "gated_matmul", "h");
+  Act u = act(n, I);
+  float* ud = data(u);
+  if (fn.kind == Gate::Kind::SiluMul) {
+    float* g = data(h);  // silu(g) * u in place
+    matmul_pair(gate, up, data(x), n, g, ud, pool_, [&](size_t rb, size_t re) {
+      for (size_t t = 0; t < n; ++t)
+        for (size_t i = t * I + rb; i < t * I + re; ++i) g[i] = silu(g[i]) * ud[i];
+    });
+    return;
+  }
+  Act g = act(n, I);
+  float* gd = data(g);
+  float* hd = data(h);
+  matmul_pair(gate, up, data(x), n, gd, ud, pool_, [&](size_t rb, size_t re) {
+    for (size_t t = 0; t < n; ++t) situ(gd + t * I + rb, ud + t * I + rb, re - rb, fn.beta, fn.beta_lin, hd + t * I + rb);
+  });
+}
+
+void CpuBackend::rmsnorm(const Act& x, std::span<const float> w, float eps, Act& y) {
+  const size_t d = x.width();
+  check_shape(y, x.rows(), d, "rmsnorm", "y");
+  if (!w.empty() && w.size() != d) fail("cpu backend: rmsnorm: ", w.size(), " weights for rows of ", d);
+  for (size_t t = 0; t < x.rows(); ++t) deltafin::rmsnorm(data(x) + t * d, w.empty() ? nullptr : w.data(), d, eps, data(y) + t * d);
+}
+
+void CpuBackend::rmsnorm_heads(Act& x, std::span<const float> w, size_t head_dim, float eps) {
+  if (head_dim == 0 || x.width() % head_dim != 0 || w.size() != head_dim)
+    fail("cpu backend: rmsnorm_heads: rows of ", x.width(), ", heads of ", head_dim, ", ", w.size(), " weights");
+  float* p = data(x);
+  for (size_t i = 0; i < x.size(); i += head_dim) deltafin::rmsnorm(p + i, w.data(), head_dim, eps, p + i);
+}
+
+void CpuBackend::rope_half(Act& x, size_t head_dim, const Act& cos, const Act& sin) {
+  const size_t half = head_dim / 2;
+  if (head_dim == 0 || head_dim % 2 != 0 || x.width() % head_dim != 0)
+    fail("cpu backend: rope_half: rows of ", x.width(), ", heads of ", head_dim);
+  check_shape(cos, x.rows(), half, "rope_half", "cos");
+  check_shape(sin, x.rows(), half, "rope_half", "sin");
+  for (size_t t = 0; t < x.rows(); ++t)
+    for (size_t h = 0; h < x.width(); h += head_dim)
+      rope_head(data(x) + t * x.width() + h, data(cos) + t * half, data(sin) + t * half, half);
+}
+
+void CpuBackend::add(Act& x, const Act& d) {
+  check_shape(d, x.rows(), x.width(), "add", "d");
+  float* xp = data(x);
+  const float* dp = data(d);
+  for (size_t i = 0; i < x.size(); ++i) xp[i] = xp[i] + dp[i];
+}
+
+void CpuBackend::weighted_sum(const Act& y, std::span<const float> w, size_t k, Act& out) {
+  const size_t n = out.rows(), d = out.width();
+  check_shape(y, n * k, d, "weighted_sum", "y");
+  if (w.size() != n * k) fail("cpu backend: weighted_sum: ", w.size(), " weights for ", n * k, " rows");
+  for (size_t t = 0; t < n; ++t) {
+    float* o = data(out) + t * d;
+    std::fill(o, o + d, 0.0f);
+    for (size_t i = 0; i < k; ++i) {
+      const float* yi = data(y) + (t * k + i) * d;
+      const float wi = w[t * k + i];
+      for (size_t c = 0; c < d; ++c) {
+        const float prod = yi[c] * wi;  // rounded, then added: no fma
+        o[c] = o[c] + prod;
+      }
+    }
+  }
+}
+
+void CpuBackend::gather(const Act& src, std::span<const uint32_t> rows, Act& dst) {
+  const size_t d = src.width();
+  check_shape(dst, rows.size(), d, "gather", "dst");
+  for (size_t j = 0; j < rows.size(); ++j) {
+    if (rows[j] >= src.rows()) fail("cpu backend: gather: row ", rows[j], " of ", src.rows());
+    std::copy_n(data(src) + rows[j] * d, d, data(dst) + j * d);
+  }
+}
+
+void CpuBackend::scatter(const Act& src, std::span<const uint32_t> rows, Act& dst) {
+  const size_t d = src.width();
+  check_shape(src, rows.size(), dst.width(), "scatter", "src");
+  for (size_t j = 0; j < rows.size(); ++j) {
+    if (rows[j] >= dst.rows()) fail("cpu backend: scatter: row ", rows[j], " of ", dst.rows());
+    std::copy_n(data(src) + j * d, d, data(dst) + rows[j] * d);
+  }
+}
+
+void CpuBackend::kv_store(const Act& k, const Act& v, KvLayer cache, int64_t start) {
+  const size_t w = k.width();
+  check_shape(v, k.rows(), w, "kv_store", "v");
+  if (w > cache.stride) fail("cpu backend: kv_store: rows of ", w, " in a cache of stride ", cache.stride);
+  for (size_t t = 0; t < k.rows(); ++t) {
+    const size_t at = (static_cast<size_t>(start) + t) * cache.stride;
+    std::copy_n(data(k) + t * w, w, cache.keys + at);
+    std::copy_n(data(v) + t * w, w, cache.values + at);
+  }
+}
+
+bool CpuBackend::attention_gqa(const Act& q, KvLayer cache, const GqaShape& s, Act& out,
+                               const std::function<bool()>& stop) {
+  const size_t T = q.rows(), H = s.heads, hd = s.head_dim;
+  if (H == 0 || s.kv_heads == 0 || H % s.kv_heads != 0) fail("cpu backend: attention: ", H, " heads over ", s.kv_heads);
+  const size_t G = H / s.kv_heads, qd = H * hd, start = static_cast<size_t>(s.start);
+  check_shape(q, T, qd, "attention", "q");
+  check_shape(out, T, qd, "attention", "out");
+  for (size_t t0 = 0; t0 < T; t0 += kAttentionStopRows) {
+    const size_t t1 = std::min(T, t0 + kAttentionStopRows);
+    auto block = [&](size_t begin, size_t end) {
+      // Per thread, grown to the longest context seen: decoding allocates nothing.
+      thread_local std::vector<float> scratch;
+      if (scratch.size() < start + t1) scratch.resize(start + t1);
+      for (size_t item = begin; item < end; ++item) {
+        const size_t t = t0 + item / H, hh = item % H, g = hh / G;
+        attention(data(q) + t * qd + hh * hd, cache.keys + g * hd, cache.stride, cache.values + g * hd, cache.stride,
+                  start + t + 1, hd, hd, s.scale, scratch.data(), data(out) + t * qd + hh * hd);
+      }
+    };
+    if (pool_)
+      pool_->parallel_for((t1 - t0) * H, block);
+    else
+      block(0, (t1 - t0) * H);
+    if (stop && t1 < T && stop()) return false;
+  }
+  return true;
+}
+
+void CpuBackend::run_experts(std::span<const size_t> rows_per_expert, const std::function<void(size_t j)>& compute) {
+  compute_expert_group(pool_, rows_per_expert, compute);
+}
+
+}  // namespace deltafin

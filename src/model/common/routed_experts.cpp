@@ -1,0 +1,94 @@
+#include "model/common/routed_experts.h"
+
+#include "util/error.h"
+
+namespace deltafin {
+
+namespace {
+WeightView view(const ExpertMlp& m, const uint8_t* record, uint64_t values, uint64_t scales, size_t rows, size_t cols) {
+  return WeightView{m.type, rows, cols, record + values, m.type == WeightType::MXFP4 ? record + scales : nullptr};
+}
+}  // namespace
+
+WeightView ExpertMlp::gate_view(const uint8_t* r) const { return view(*this, r, gate, gate_scales, mid, in); }
+WeightView ExpertMlp::up_view(const uint8_t* r) const { return view(*this, r, up, up_scales, mid, in); }
+WeightView ExpertMlp::down_view(const uint8_t* r) const { return view(*this, r, down, down_scales, out, mid); }
+
+RoutedExperts::RoutedExperts(Backend& backend, ExpertSource& source, ExpertMlp mlp, size_t num_experts)
+    : be_(backend), source_(source), mlp_(mlp), num_experts_(num_experts), count_(num_experts, 0) {}
+
+// A counting sort of the (row, slot) users by expert: the same needed list
+// (ascending ids) and per-expert order (row, then slot) an ordered map gave.
+void RoutedExperts::plan(std::span<const Route> routes, size_t first) {
+  const size_t k = routes.empty() ? 0 : routes[0].experts.size();
+  for (const Route& r : routes) {
+    if (r.experts.size() != k) fail("routed experts: routes of ", k, " and ", r.experts.size(), " experts in one call");
+    for (int64_t e : r.experts) {
+      if (e < 0 || static_cast<size_t>(e) >= num_experts_) fail("routed experts: expert ", e, " of ", num_experts_);
+      ++count_[static_cast<size_t>(e)];
+    }
+  }
+  needed_.clear();
+  begin_.clear();
+  size_t at = 0;
+  for (size_t e = 0; e < num_experts_; ++e) {
+    if (count_[e] == 0) continue;
+    needed_.push_back(static_cast<int64_t>(e));
+    begin_.push_back(at);
+    at += count_[e];
+    count_[e] = static_cast<uint32_t>(begin_.size() - 1);  // now: e's index in needed_
+  }
+  begin_.push_back(at);
+  in_rows_.resize(at);
+  out_rows_.resize(at);
+  weights_.resize(at);
+  rows_per_expert_.assign(needed_.size(), 0);
+  for (size_t t = 0; t < routes.size(); ++t)
+    for (size_t i = 0; i < k; ++i) {
+      const size_t j = count_[static_cast<size_t>(routes[t].experts[i])];
+      const size_t u = begin_[j] + rows_per_expert_[j]++;
+      in_rows_[u] = static_cast<uint32_t>(first + t);
+      out_rows_[u] = static_cast<uint32_t>(t * k + i);
+      weights_[t * k + i] = routes[t].weights[i];
+    }
+  for (int64_t e : needed_) count_[static_cast<size_t>(e)] = 0;  // ready for the next call
+}
+
+// One expert's MLP on its rows, on whichever thread the backend gives it: it
+// touches nothing but its own activations and its places in expert_out.
+void RoutedExperts::compute(const ReadyExpert& ready, const Act& in, Act& expert_out) {
+  const size_t j = ready.index, b = begin_[j], m = begin_[j + 1] - b;
+  Act x = be_.act(m, mlp_.in), h = be_.act(m, mlp_.mid), y = be_.act(m, mlp_.out);
+  be_.gather(in, std::span(in_rows_).subspan(b, m), x);
+  be_.gated_matmul(mlp_.gate_view(ready.record), mlp_.up_view(ready.record), x, mlp_.fn, h);
+  be_.matmul(mlp_.down_view(ready.record), h, y);
+  be_.scatter(y, std::span(out_rows_).subspan(b, m), expert_out);
+}
+
+bool RoutedExperts::run(int64_t layer, const Act& in, size_t first, std::span<const Route> routes, Act& out,
+                        const std::function<bool()>& cancelled) {
+  if (in.width() != mlp_.in || out.width() != mlp_.out || out.rows() != routes.size() || first + routes.size() > in.rows())
+    fail("routed experts: rows [", in.rows(), ", ", in.width(), "] from ", first, " into [", out.rows(), ", ", out.width(),
+         "] for ", routes.size(), " routes of an expert from ", mlp_.in, " to ", mlp_.out);
+  if (routes.empty()) return true;
+  plan(routes, first);
+  const size_t k = routes[0].experts.size();
+  Act expert_out = be_.act(routes.size() * k, mlp_.out);  // [row][slot][out]
+  bool stopped = false;
+  source_.for_each_ready_group(layer, needed_, [&](std::span<const ReadyExpert> group) {
+    // Cancelled: the source still hands over every expert (its reads land),
+    // but none is computed; the caller unwinds right after.
+    if (stopped || (cancelled && cancelled())) {
+      stopped = true;
+      return;
+    }
+    group_rows_.clear();
+    for (const ReadyExpert& r : group) group_rows_.push_back(begin_[r.index + 1] - begin_[r.index]);
+    be_.run_experts(group_rows_, [&](size_t j) { compute(group[j], in, expert_out); });
+  });
+  if (stopped) return false;
+  be_.weighted_sum(expert_out, weights_, k, out);
+  return true;
+}
+
+}  // namespace deltafin
