@@ -5,6 +5,7 @@
 #include "model/kimi_k3/tensors.h"
 #include "model/kimi_k3/lookahead.h"
 #include "model/kimi_k3/session_file.h"
+#include "backend/cpu_backend.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "util/error.h"
@@ -12,8 +13,17 @@
 
 namespace deltafin {
 
+K3Model::K3Model(const K3Config& config, const K3Weights& weights, ExpertSource& experts, Backend& backend,
+                 ThreadPool* pool)
+    : c_(config), w_(weights), summary_(k3_summary(config)), experts_(experts), pool_(pool), be_(backend),
+      routed_(backend, experts, k3_expert(config), static_cast<size_t>(config.num_experts)) {}
+
 K3Model::K3Model(const K3Config& config, const K3Weights& weights, ExpertSource& experts, ThreadPool* pool)
-    : c_(config), w_(weights), summary_(k3_summary(config)), experts_(experts), pool_(pool) {}
+    : K3Model(config, weights, experts, *new CpuBackend(pool), pool) {
+  own_backend_.reset(&be_);
+}
+
+K3Model::~K3Model() = default;
 
 // Mix (§7.2): softmax over depth of dot(rms_normalize(v_j), s), then the
 // α-weighted sum of the raw v_j in ascending j.
@@ -227,7 +237,7 @@ Rows K3Model::forward_k3(K3Session& session, std::span<const uint32_t> tokens, b
     for (size_t i = 0; i < d; ++i) h.row(t)[i] = bf16_to_f32(load_u16le(row + 2 * i));
   }
   std::vector<Rows> anchors;
-  routes_.assign(static_cast<size_t>(c_.num_hidden_layers), {});
+  routes_.resize(static_cast<size_t>(c_.num_hidden_layers));  // layer 0's stays empty
   if (kda_log_) {
     kda_log_->rows = T;
     kda_log_->layers.resize(static_cast<size_t>(c_.num_hidden_layers));

@@ -6,11 +6,15 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "model/kimi_k3/checkpoint.h"
+#include "backend/backend.h"
 #include "model/common/expert_source.h"
+#include "model/common/routed_experts.h"
+#include "model/common/routing.h"
 #include "model/common/greedy.h"
 #include "model/common/route.h"
 #include "model/common/rows.h"
@@ -31,7 +35,11 @@ class RouteLookahead;
 // model time even in one long layer of a huge prompt.
 class K3Model : public CausalModel {
 public:
+  // Keeps references (config, weights, source and backend must outlive the model).
+  K3Model(const K3Config& config, const K3Weights& weights, ExpertSource& experts, Backend& backend, ThreadPool* pool);
+  // The same on a CPU backend of its own over `pool` (may be null).
   K3Model(const K3Config& config, const K3Weights& weights, ExpertSource& experts, ThreadPool* pool);
+  ~K3Model() override;
 
   // CausalModel. Sessions are K3Sessions (another family's is refused).
   const ModelSummary& summary() const override { return summary_; }
@@ -84,8 +92,7 @@ private:
   // hid = SiTU(gate x, up x) for the n rows of x (g, u: [n, gate.rows] scratch).
   void gated_situ(const WeightView& gate, const WeightView& up, const float* x, size_t n, Rows& g, Rows& u, Rows& hid);
   void moe(int64_t layer, const Rows& x, Rows& out, size_t slice_rows);
-  void moe_rows(int64_t layer, const Rows& x, const Rows& zl, size_t r0, size_t n, Rows& out);
-  Route route(const MoeWeights& w, const float* router_logits) const;
+  void moe_rows(int64_t layer, const Act& x, const Act& zl, size_t r0, size_t n, Rows& out);
   void mix(const std::vector<const float*>& values, const std::vector<float>& s, float* out) const;
   // Asks the pass's `cancelled` (throttled to kCancelPollInterval); true
   // from then on once it said so. stop_if_cancelled() throws PassCancelled,
@@ -104,7 +111,12 @@ private:
   const ModelSession* verify_session_ = nullptr;
   size_t verify_rows_ = 0;
   ExpertSource& experts_;
-  ThreadPool* pool_;
+  ThreadPool* pool_;  // the parts not yet on the backend (attention, Mix, the dense MLP)
+  std::unique_ptr<Backend> own_backend_;
+  Backend& be_;
+  RoutedExperts routed_;
+  std::vector<float> router_host_;  // a layer's router logits, read for the routing decision
+  RouteScratch route_scratch_;
   RouteLookahead* lookahead_ = nullptr;
   std::vector<std::vector<Route>> routes_;
   KdaLog* kda_log_ = nullptr;
@@ -118,6 +130,9 @@ private:
 // The K3Session behind a family-neutral session (an error for another family's).
 K3Session& k3_session(ModelSession& session);
 const K3Session& k3_session(const ModelSession& session);
+
+// A K3 expert record as the routed-experts block reads it (k3-model.md §5.1).
+ExpertMlp k3_expert(const K3Config& config);
 
 // What every K3 consumer sizes things by (summary() of a model of `config`).
 ModelSummary k3_summary(const K3Config& config);
