@@ -201,6 +201,9 @@ TEST(KvCacheModel, CopyAtTakesTheMarkedRowsAndStaysApart) {
   expect_holds(*copy, {3, 1, 2});  // only the marked rows: bytes() counts 3
   EXPECT_EQ(dynamic_cast<const KvSession&>(*copy).capacity(), kContext);
   expect_holds(*s, {3, 1, 2, 0, 0});  // the original is not changed
+  // Nothing reserved past the copy's rows (a whole-cache copy, cut back,
+  // would hold them, and its memory would exceed what bytes() counts).
+  EXPECT_FAILS_WITH(dynamic_cast<KvSession&>(*copy).commit(1), "commit of 1 positions that were not reserved");
   // Neither sees the other's later changes.
   m.rewind(*s, *std::make_shared<SessionMark>());
   run(m, *s, {2, 2});
@@ -312,14 +315,13 @@ TEST(KvCacheModel, AVerifyPassThatThrowsLeavesNothingToKeep) {
   TinyKvModel m;
   auto s = m.new_session();
   run(m, *s, {1});
+  // A verified pass whose rows were never kept (its caller gave up), then
+  // one that throws before its commit: keep_verified acts on neither.
   m.forward_verify(*s, std::vector<uint32_t>{2, 3});
-  m.keep_verified(*s, 1);
-  // The next pass throws before its commit: its rows are not kept, and no
-  // earlier pass's count is left for keep_verified to act on.
   EXPECT_FAILS_WITH(m.forward_verify(*s, std::vector<uint32_t>{3, 99, 0}), "tiny: token 99");
-  EXPECT_EQ(s->length(), 2);
+  expect_holds(*s, {1, 2, 3});
   EXPECT_FAILS_WITH(m.keep_verified(*s, 1), "verifier", "of a 0-row pass");
-  expect_holds(*s, {1, 2});
+  expect_holds(*s, {1, 2, 3});
 }
 
 }  // namespace

@@ -149,7 +149,7 @@ TEST(PassDriver, ALongIntervalDoesNotAskAgainWithinIt) {
   // The interval runs from the driver's start: no question inside a layer yet.
   for (int i = 0; i < 100; ++i) EXPECT_FALSE(pass.cancel_requested());
   EXPECT_EQ(asked, 0);
-  // begin_layer always asks, and restarts the interval.
+  // begin_layer always asks; polls inside the layer still do not.
   EXPECT_TRUE(pass.begin_layer(0));
   EXPECT_EQ(asked, 1);
   for (int i = 0; i < 100; ++i) EXPECT_FALSE(pass.poll()());

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -187,6 +188,10 @@ void reference_row(const ExpertSet& set, const Route& route, const float* x, std
 
 // How the source hands the requested experts over.
 enum class Handover { AllAtOnce, OneAtATimeReversed, PairsReversed, OddsThenEvens };
+const char* handover_name(Handover h) {
+  static const char* names[] = {"all at once", "one at a time, reversed", "pairs, reversed", "odds, then evens"};
+  return names[static_cast<int>(h)];
+}
 
 class FakeSource : public ExpertSource {
 public:
@@ -286,6 +291,18 @@ std::vector<uint32_t> bits(const std::vector<float>& v) {
   return b;
 }
 
+// Fills `count` buffers of the backend's pool with NaN and gives them back,
+// so that a result the block forgot to write is NaN, not the value a
+// previous run left in a reused buffer.
+void poison(Backend& be, size_t count, size_t floats) {
+  std::vector<Act> held;
+  const std::vector<float> nan(floats, std::numeric_limits<float>::quiet_NaN());
+  for (size_t i = 0; i < count; ++i) {
+    held.push_back(be.act(1, floats));
+    be.write(held.back(), 0, nan);
+  }
+}
+
 // One run of a fresh block: out for rows first ... of `in`.
 std::vector<float> run_block(Backend& be, ExpertSource& source, const ExpertSet& set, size_t num_experts,
                              const std::vector<float>& in, size_t first, const std::vector<Route>& routes) {
@@ -369,10 +386,11 @@ TEST(RoutedExperts, BitsDoNotDependOnHandoverOrderGroupingOrThreads) {
     expect_near_reference(set, in, 0, routes, want);
     for (int threads : {1, 2, 3}) {
       ThreadPool pool(threads);
-      CpuBackend be(&pool);
       for (Handover h : {Handover::AllAtOnce, Handover::OneAtATimeReversed, Handover::PairsReversed,
                          Handover::OddsThenEvens}) {
-        SCOPED_TRACE(testing::Message() << threads << " threads, hand-over " << static_cast<int>(h));
+        SCOPED_TRACE(testing::Message() << threads << " threads, hand-over " << handover_name(h));
+        CpuBackend be(&pool);
+        poison(be, 32, 12 * 3 * 64);  // more buffers than a run takes, each as large as its largest
         FakeSource s(records_of(set));
         s.handover = h;
         EXPECT_EQ(bits(run_block(be, s, set, kExperts, in, 0, routes)), bits(want));
