@@ -542,6 +542,48 @@ TEST(RoutedExperts, RefusesBadInputNamingIt) {
   EXPECT_EQ(source.requests, 0);  // refused before the source was asked
 }
 
+// A refused call must leave the block as it was: the model that threw
+// serves the next request with the same block. Here the second route is
+// refused after the first one's experts were counted.
+TEST(RoutedExperts, ARefusedCallLeavesTheNextOneExact) {
+  const ExpertSet set = bf16_set();
+  const std::vector<Route> good = {Route{{0, 1}, {0.75f, 0.25f}}, Route{{1, 5}, {0.5f, 0.5f}}};
+  const std::vector<float> in = random_rows(2, set.mlp.in, 18);
+  CpuBackend be(nullptr);
+  FakeSource fresh_source(records_of(set));
+  const std::vector<float> want = run_block(be, fresh_source, set, kExperts, in, 0, good);
+
+  for (const Route& bad : {Route{{3, 8}, {0.5f, 0.5f}}, Route{{3, 4, 6}, {0.2f, 0.3f, 0.5f}}}) {
+    SCOPED_TRACE(testing::Message() << "refused: a route of " << bad.experts.size() << " ending in expert "
+                                    << bad.experts.back());
+    FakeSource source(records_of(set));
+    RoutedExperts block(be, source, set.mlp, kExperts);
+    Act x = upload(be, in, set.mlp.in), out = be.act(2, set.mlp.out);
+    const std::vector<Route> refused = {Route{{2, 7}, {0.5f, 0.5f}}, bad};
+    EXPECT_THROW(block.run(0, x, 0, refused, out), Error);
+    try {
+      ASSERT_TRUE(block.run(0, x, 0, good, out));
+    } catch (const Error& e) {
+      ADD_FAILURE() << "the next call threw: " << e.what();
+      continue;
+    }
+    EXPECT_EQ(source.requested, (std::vector<int64_t>{0, 1, 5}));  // not 2 and 7 of the refused call
+    EXPECT_EQ(bits(download(be, out)), bits(want));
+  }
+}
+
+// A route's weights pair with its experts: a Route with fewer weights than
+// experts is bad input, named, not a read past the weights' end.
+TEST(RoutedExperts, RefusesARouteWhoseWeightsDoNotMatchItsExperts) {
+  const ExpertSet set = bf16_set();
+  FakeSource source(records_of(set));
+  CpuBackend be(nullptr);
+  RoutedExperts block(be, source, set.mlp, kExperts);
+  Act x = upload(be, random_rows(2, set.mlp.in, 19), set.mlp.in), out = be.act(2, set.mlp.out);
+  const std::vector<Route> routes = {Route{{0, 1}, {0.5f, 0.5f}}, Route{{2, 3}, {1.0f}}};
+  EXPECT_FAILS_WITH(block.run(0, x, 0, routes, out), "routed experts", "weights");
+}
+
 // ---- (f) the buffer pool on a repeated call ---------------------------------
 
 TEST(RoutedExperts, ARepeatedCallTakesNoNewBuffers) {
