@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "backend/cpu_backend.h"
@@ -478,12 +479,14 @@ public:
 
 private:
   Slot acquire(size_t floats) override {
+    std::lock_guard<std::mutex> lock(mutex_);  // Backend::act may be called from the experts' threads
     slots_.push_back(std::make_unique<std::vector<float>>(floats));
     return {static_cast<uint32_t>(slots_.size() - 1), slots_.back()->data()};
   }
   void release(uint32_t) override {}  // kept until the backend dies (a test's few buffers)
 
   CpuBackend cpu_{nullptr};
+  std::mutex mutex_;
   std::vector<std::unique_ptr<std::vector<float>>> slots_;
 };
 
