@@ -14,8 +14,8 @@
 namespace deltafin {
 namespace {
 
-const float kNaN = std::numeric_limits<float>::quiet_NaN();
-const float kInf = std::numeric_limits<float>::infinity();
+const float kRouteNaN = std::numeric_limits<float>::quiet_NaN();
+const float kRouteInf = std::numeric_limits<float>::infinity();
 
 // Logits ln 1, ln 2, ln 4, ln 1: softmax 1/8, 2/8, 4/8, 1/8.
 const std::vector<float> kEighths = {0.0f, std::log(2.0f), std::log(4.0f), 0.0f};
@@ -69,7 +69,7 @@ TEST(RouteSoftmax, TiesGoToTheLowerId) {
 
 TEST(RouteSoftmax, ALogitOfMinusInfinityRanksBelowEveryOther) {
   // -inf has probability 0 and ranks below expert 3's tiny one.
-  const std::vector<float> z = {-kInf, 5.0f, 4.0f, -30.0f};
+  const std::vector<float> z = {-kRouteInf, 5.0f, 4.0f, -30.0f};
   const Route r = softmax_route(z, 4, false);
   EXPECT_EQ(r.experts, (std::vector<int64_t>{1, 2, 3, 0}));
   const double den = std::exp(5.0) + std::exp(4.0) + std::exp(-30.0);
@@ -104,8 +104,8 @@ TEST(RouteSigmoidBias, TiesGoToTheLowerId) {
 TEST(RouteSigmoidBias, NaNRanksLast) {
   // A NaN logit (expert 0) or bias (expert 2) is never chosen while a
   // number is left, and the NaNs then come in id order.
-  const std::vector<float> z = {kNaN, 0.0f, 3.0f, -1.0f, -3.0f};
-  const std::vector<float> bias = {0.0f, 0.0f, kNaN, 0.0f, 0.0f};
+  const std::vector<float> z = {kRouteNaN, 0.0f, 3.0f, -1.0f, -3.0f};
+  const std::vector<float> bias = {0.0f, 0.0f, kRouteNaN, 0.0f, 0.0f};
   Route r = sigmoid_route(z, bias, 3);
   EXPECT_EQ(r.experts, (std::vector<int64_t>{1, 3, 4}));
   const double a = sigmoid(0), b = sigmoid(-1), c = sigmoid(-3);
@@ -117,12 +117,12 @@ TEST(RouteSigmoidBias, NaNRanksLast) {
 TEST(RouteSoftmax, ANaNLogitMakesEveryScoreNaNAndTheIdsDecide) {
   // softmax carries the NaN into its sum, so every probability is NaN;
   // greedy.h's rule then ranks them all equal: the lowest ids.
-  const Route r = softmax_route({1.0f, kNaN, 3.0f, 2.0f}, 2, true);
+  const Route r = softmax_route({1.0f, kRouteNaN, 3.0f, 2.0f}, 2, true);
   EXPECT_EQ(r.experts, (std::vector<int64_t>{0, 1}));
   for (float w : r.weights) EXPECT_TRUE(std::isnan(w));
 }
 
-std::vector<uint32_t> bits(const std::vector<float>& v) {
+std::vector<uint32_t> route_bits(const std::vector<float>& v) {
   std::vector<uint32_t> b(v.size());
   std::memcpy(b.data(), v.data(), v.size() * 4);
   return b;
@@ -142,26 +142,26 @@ TEST(Routing, AReusedRouteEqualsAFreshOne) {
   Route fresh = softmax_route(wide, 4, true);
   EXPECT_EQ(reused.experts, (std::vector<int64_t>{2, 4, 6, 3}));  // 2.5 twice: 2 before 4
   EXPECT_EQ(reused.experts, fresh.experts);
-  EXPECT_EQ(bits(reused.weights), bits(fresh.weights));
+  EXPECT_EQ(route_bits(reused.weights), route_bits(fresh.weights));
 
   route_sigmoid_bias_top_k(narrow, bias, 2, scratch, reused);
   fresh = sigmoid_route(narrow, bias, 2);
   // Choice: 0.575, 0.411, 0.601, 0.550 -> 2, 0.
   EXPECT_EQ(reused.experts, (std::vector<int64_t>{2, 0}));
   EXPECT_EQ(reused.experts, fresh.experts);
-  EXPECT_EQ(bits(reused.weights), bits(fresh.weights));
+  EXPECT_EQ(route_bits(reused.weights), route_bits(fresh.weights));
 
   route_softmax_top_k(narrow, 3, false, scratch, reused);
   fresh = softmax_route(narrow, 3, false);
   EXPECT_EQ(reused.experts, (std::vector<int64_t>{1, 3, 0}));
   EXPECT_EQ(reused.experts, fresh.experts);
-  EXPECT_EQ(bits(reused.weights), bits(fresh.weights));
+  EXPECT_EQ(route_bits(reused.weights), route_bits(fresh.weights));
 
   route_sigmoid_bias_top_k(wide, std::vector<float>(8, 0.0f), 1, scratch, reused);
   fresh = sigmoid_route(wide, std::vector<float>(8, 0.0f), 1);
   EXPECT_EQ(reused.experts, (std::vector<int64_t>{2}));
   EXPECT_EQ(reused.experts, fresh.experts);
-  EXPECT_EQ(bits(reused.weights), bits(fresh.weights));
+  EXPECT_EQ(route_bits(reused.weights), route_bits(fresh.weights));
   // One chosen: sigmoid(2.5) / (sigmoid(2.5) + 1e-20), 1 within a rounding.
   EXPECT_NEAR(reused.weights[0], 1.0, 1e-7);
 }

@@ -21,13 +21,16 @@ RoutedExperts::RoutedExperts(Backend& backend, ExpertSource& source, ExpertMlp m
 // (ascending ids) and per-expert order (row, then slot) an ordered map gave.
 void RoutedExperts::plan(std::span<const Route> routes, size_t first) {
   const size_t k = routes.empty() ? 0 : routes[0].experts.size();
+  // Every route is checked before any is counted: a refused call must leave
+  // the counts clean for the next one (the model keeps its block).
   for (const Route& r : routes) {
     if (r.experts.size() != k) fail("routed experts: routes of ", k, " and ", r.experts.size(), " experts in one call");
-    for (int64_t e : r.experts) {
+    if (r.weights.size() != k) fail("routed experts: a route of ", k, " experts with ", r.weights.size(), " weights");
+    for (int64_t e : r.experts)
       if (e < 0 || static_cast<size_t>(e) >= num_experts_) fail("routed experts: expert ", e, " of ", num_experts_);
-      ++count_[static_cast<size_t>(e)];
-    }
   }
+  for (const Route& r : routes)
+    for (int64_t e : r.experts) ++count_[static_cast<size_t>(e)];
   needed_.clear();
   begin_.clear();
   size_t at = 0;

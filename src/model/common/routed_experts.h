@@ -7,8 +7,10 @@
 // (row, slot) place, and the combine run in the decided order, so neither
 // arrival order nor grouping changes a bit. The family says only what an
 // expert is: its record's layout (ExpertMlp). Once a layer has run with as
-// many rows, a call allocates nothing: the bookkeeping is reused and the
-// activations come from the backend's pool.
+// many rows, a call takes no new activation buffer (they come from the
+// backend's pool) and its bookkeeping reuses its vectors; what is left is a
+// few std::function wrappers per call (the group callback, the per-expert
+// task), whose captures do not fit the small-buffer optimisation.
 #pragma once
 
 #include <cstddef>

@@ -5,6 +5,7 @@
 
 #include "kernels/ops.h"
 #include "model/common/greedy.h"
+#include "util/error.h"
 
 namespace deltafin {
 
@@ -13,6 +14,7 @@ namespace {
 // out.experts = the k indices of highest score in ranking order, into the
 // Route's own storage (greedy.h's top_k_experts without its allocations).
 void choose(std::span<const float> x, size_t k, RouteScratch& s, Route& out) {
+  if (k == 0 || k > x.size()) fail("routing: top ", k, " of ", x.size(), " experts");
   s.order.resize(x.size());
   std::iota(s.order.begin(), s.order.end(), 0);
   std::partial_sort(s.order.begin(), s.order.begin() + static_cast<std::ptrdiff_t>(k), s.order.end(),
@@ -40,6 +42,7 @@ void route_softmax_top_k(std::span<const float> z, size_t k, bool normalize, Rou
 void route_sigmoid_bias_top_k(std::span<const float> z, std::span<const float> bias, size_t k, RouteScratch& s,
                               Route& out) {
   const size_t E = z.size();
+  if (bias.size() != E) fail("routing: ", bias.size(), " bias values for ", E, " experts");
   s.scores.resize(E);
   s.choice.resize(E);
   for (size_t e = 0; e < E; ++e) {
