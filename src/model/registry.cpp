@@ -20,12 +20,30 @@ namespace deltafin {
 
 using nlohmann::json;
 
+namespace {
+
+template <typename Checkpoint>
+std::unique_ptr<FamilyCheckpoint> open_checkpoint(const std::string& dir, const ShardOpener* opener) {
+  return opener ? std::make_unique<Checkpoint>(dir, *opener) : std::make_unique<Checkpoint>(dir);
+}
+std::vector<RecordPart> k3_layout(const std::string& config) { return k3_record_layout(load_k3_config(config)); }
+std::vector<RecordPart> qwen3_moe_layout(const std::string& config) {
+  return qwen3_moe_record_layout(read_qwen3_moe_config(config));
+}
+
+}  // namespace
+
 const std::vector<FamilyInfo>& model_families() {
   static const std::vector<FamilyInfo> families = {
-      {Family::KimiK3, "kimi_k3", "kimi_k3", "", "Kimi K3 architecture (KDA + MLA, MXFP4 latent MoE)", true},
-      {Family::Qwen3Moe, "qwen3_moe", "qwen3_moe", "Qwen3MoeForCausalLM", "Qwen3-MoE (GQA, BF16 experts)", true},
-      {Family::Qwen3Dense, "qwen3", "qwen3", "Qwen3ForCausalLM", "Qwen3 dense (a draft model)", false},
-      {Family::K3DSpark, "k3_dspark", "k3_dspark", "K3DSparkModel", "K3's DSpark drafter", false},
+      {Family::KimiK3, "kimi_k3", "kimi_k3", "", "Kimi K3 architecture (KDA + MLA, MXFP4 latent MoE)", true,
+       make_k3_checkpoint, open_checkpoint<K3FamilyCheckpoint>, describe_k3_checkpoint, k3_layout},
+      {Family::Qwen3Moe, "qwen3_moe", "qwen3_moe", "Qwen3MoeForCausalLM", "Qwen3-MoE (GQA, BF16 experts)", true,
+       make_qwen3_moe_checkpoint, open_checkpoint<Qwen3MoeFamilyCheckpoint>, describe_qwen3_moe_checkpoint,
+       qwen3_moe_layout},
+      {Family::Qwen3Dense, "qwen3", "qwen3", "Qwen3ForCausalLM", "Qwen3 dense (a draft model)", false,
+       make_qwen3_checkpoint, nullptr, nullptr, nullptr},
+      {Family::K3DSpark, "k3_dspark", "k3_dspark", "K3DSparkModel", "K3's DSpark drafter", false,
+       make_dspark_checkpoint, nullptr, nullptr, nullptr},
   };
   return families;
 }
@@ -73,23 +91,15 @@ const FamilyInfo& detect_checkpoint_family(const std::string& dir) {
 
 std::unique_ptr<FamilyCheckpoint> open_family_checkpoint(const std::string& dir, const ShardOpener* opener) {
   const FamilyInfo& f = detect_checkpoint_family(dir);
-  switch (f.family) {
-    case Family::KimiK3:
-      return opener ? std::make_unique<K3FamilyCheckpoint>(dir, *opener) : std::make_unique<K3FamilyCheckpoint>(dir);
-    case Family::Qwen3Moe:
-      return opener ? std::make_unique<Qwen3MoeFamilyCheckpoint>(dir, *opener)
-                    : std::make_unique<Qwen3MoeFamilyCheckpoint>(dir);
-    default: fail(dir, ": a ", f.what, " checkpoint has no routed experts to store; setup takes a target model");
-  }
+  if (!f.open_checkpoint)
+    fail(dir, ": a ", f.what, " checkpoint has no routed experts to store; setup takes a target model");
+  return f.open_checkpoint(dir, opener);
 }
 
 void describe_checkpoint(const std::string& dir, bool verify_experts) {
   const FamilyInfo& f = detect_checkpoint_family(dir);
-  switch (f.family) {
-    case Family::KimiK3: return describe_k3_checkpoint(dir, verify_experts);
-    case Family::Qwen3Moe: return describe_qwen3_moe_checkpoint(dir, verify_experts);
-    default: fail(dir, ": a ", f.what, " checkpoint; inspect describes target models (kimi_k3, qwen3_moe)");
-  }
+  if (!f.describe) fail(dir, ": a ", f.what, " checkpoint; inspect describes target models (kimi_k3, qwen3_moe)");
+  f.describe(dir, verify_experts);
 }
 
 std::unique_ptr<FamilyTokenizer> open_family_tokenizer(const std::string& dir) {
@@ -101,12 +111,8 @@ std::unique_ptr<FamilyTokenizer> open_family_tokenizer(const std::string& dir) {
 
 std::vector<RecordPart> record_layout_of(const std::string& dir) {
   const FamilyInfo& f = detect_checkpoint_family(dir);
-  const std::string config = (std::filesystem::path(dir) / "config.json").string();
-  switch (f.family) {
-    case Family::KimiK3: return k3_record_layout(load_k3_config(config));
-    case Family::Qwen3Moe: return qwen3_moe_record_layout(read_qwen3_moe_config(config));
-    default: fail(dir, ": a ", f.what, " has no routed experts");
-  }
+  if (!f.record_layout) fail(dir, ": a ", f.what, " has no routed experts");
+  return f.record_layout((std::filesystem::path(dir) / "config.json").string());
 }
 
 const FamilyInfo& family_by_arch(const std::string& arch) {
@@ -122,12 +128,7 @@ std::string make_family_checkpoint(const FamilyInfo& f, const MakeCheckpointRequ
   if (f.family != Family::Qwen3Moe && !r.script.empty())
     fail("make-model: --script applies only to --arch qwen3_moe (a bigram table of token spellings; K3's tool markup "
          "repeats its tags, which a bigram cannot)");
-  switch (f.family) {
-    case Family::KimiK3: return make_k3_checkpoint(r);
-    case Family::Qwen3Moe: return make_qwen3_moe_checkpoint(r);
-    case Family::Qwen3Dense: return make_qwen3_checkpoint(r);
-    case Family::K3DSpark: return make_dspark_checkpoint(r);
-  }
+  if (f.make_checkpoint) return f.make_checkpoint(r);
   fail("make-model: no checkpoint maker for ", f.name);
 }
 

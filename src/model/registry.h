@@ -18,6 +18,13 @@ namespace deltafin {
 
 enum class Family { KimiK3, Qwen3Moe, Qwen3Dense, K3DSpark };
 
+class FamilyCheckpoint;
+struct RecordPart;
+
+// One row per family: how it is recognised and what it provides to the
+// commands below the engine (a null function: the family has no such thing,
+// e.g. a draft model has no routed experts to store). The loaders table
+// (model/loaders/family_loaders.cpp) adds how the engine loads a target.
 struct FamilyInfo {
   Family family;
   const char* name;          // the --arch and store manifest name
@@ -25,6 +32,10 @@ struct FamilyInfo {
   const char* architecture;  // config.json's architectures[0] ("" when the family's configs omit it)
   const char* what;          // one line for help texts and errors
   bool target;               // a model deltafin runs as the target (not only as a draft model)
+  std::string (*make_checkpoint)(const MakeCheckpointRequest&);
+  std::unique_ptr<FamilyCheckpoint> (*open_checkpoint)(const std::string& dir, const ShardOpener* opener);
+  void (*describe)(const std::string& dir, bool verify_experts);
+  std::vector<RecordPart> (*record_layout)(const std::string& config_path);
 };
 
 const std::vector<FamilyInfo>& model_families();
@@ -36,7 +47,6 @@ const FamilyInfo& detect_family(const nlohmann::json& config, const std::string&
 // Reads <dir>/config.json (a checkpoint directory) and detects its family.
 const FamilyInfo& detect_checkpoint_family(const std::string& dir);
 
-class FamilyCheckpoint;
 // Opens a target family's checkpoint for `deltafin setup` (its family from
 // config.json); with `opener`, its shards are opened through it (a mirror's,
 // for setup --stream) and only config.json and the index are read from `dir`.
@@ -52,7 +62,6 @@ class FamilyTokenizer;
 // Qwen3's chat format); otherwise K3's tiktoken.model.
 std::unique_ptr<FamilyTokenizer> open_family_tokenizer(const std::string& dir);
 
-struct RecordPart;
 // The expert record layout the config.json in `dir` implies (a store's copy
 // of it, say): what stores before manifest version 4 did not record.
 std::vector<RecordPart> record_layout_of(const std::string& dir);
