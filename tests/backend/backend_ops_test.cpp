@@ -995,4 +995,38 @@ TEST(BackendOps, ShapeErrorsNameTheOp) {
   });
 }
 
+// A gated pair whose up weight does not match its gate: the CPU backend
+// passes it to the kernel, whose error names matmul_pair, not the op the
+// caller issued.
+TEST(BackendOps, GatedMatmulWithAMismatchedUpWeightNamesTheOp) {
+  Rng rng(1700);
+  const OwnedWeight gate = random_weight(rng, WeightType::BF16, 5, kWidth), up = random_weight(rng, WeightType::BF16, 6, kWidth);
+  for_each_backend([&](Instance& inst, const std::string& where) {
+    SCOPED_TRACE(where);
+    Backend& be = *inst.backend;
+    Act x = be.act(3, kWidth), h = be.act(3, 5);
+    EXPECT_FAILS_WITH(be.gated_matmul(gate.view(), up.view(), x, Gate::silu_mul(), h), "gated_matmul");
+  });
+}
+
+// Positions are >= 0. kv_store at start -1 writes the row before the cache
+// (here into a margin, so the test itself writes nothing out of bounds);
+// attention at start -1 reads zero positions for its first row and returns
+// zeros. Neither is reported.
+TEST(BackendOps, ANegativeStartIsAnErrorNamingTheOp) {
+  constexpr size_t kKvWidth = 20;
+  for_each_backend([&](Instance& inst, const std::string& where) {
+    SCOPED_TRACE(where);
+    Backend& be = *inst.backend;
+    std::vector<float> keys(8 * kKvWidth, 0.0f), values(8 * kKvWidth, 0.0f);
+    const KvLayer cache{keys.data() + 2 * kKvWidth, values.data() + 2 * kKvWidth, kKvWidth};
+    Act k = be.act(1, kKvWidth);
+    be.write(k, 0, std::vector<float>(kKvWidth, 1.0f));
+    EXPECT_FAILS_WITH(be.kv_store(k, k, cache, -1), "kv_store");
+    Act q = be.act(1, 2 * 10), out = be.act(1, 2 * 10);
+    be.write(q, 0, std::vector<float>(20, 1.0f));
+    EXPECT_FAILS_WITH(be.attention_gqa(q, cache, GqaShape{2, 2, 10, -1, 1.0f}, out, nullptr), "attention");
+  });
+}
+
 }  // namespace
