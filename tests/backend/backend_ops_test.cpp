@@ -15,7 +15,7 @@
 //   for the reductions (the contract of backend.h), and a float64 reference
 //   written here from the definitions, within a bound derived for each op.
 // The bounds are first-order rounding-error bounds (Higham, "Accuracy and
-// Stability of Numerical Algorithms", ch. 3): with u = 2^-24, a sum computed
+// Stability of Numerical Algorithms", ch. 3-4): with u = 2^-24, a sum computed
 // in fp32 by a tree of depth D (each addition or fma rounding once) is
 // within gamma(D) * sum |terms| of the exact sum, gamma(D) = D u / (1 - D u).
 // The canonical sum (k3-model.md §4.4) has depth ceil(n / 32) + 5: the fma
@@ -123,7 +123,8 @@ constexpr size_t kWidth = 70;  // not a multiple of 8, 16 or 32: every SIMD path
 // Comparisons
 
 constexpr double kU = 0x1p-24;  // unit roundoff of fp32
-double gamma(double depth) { return depth * kU / (1 - depth * kU); }
+// gamma(D) of the comments.
+double rounding_gamma(double depth) { return depth * kU / (1 - depth * kU); }
 double canonical_depth(size_t n) { return static_cast<double>((n + 31) / 32 + 5); }
 
 uint32_t bits(float f) {
@@ -245,7 +246,7 @@ Ref ref_matmul(const WeightView& w, const std::vector<float>& x, size_t T) {
         mag += std::fabs(p);
       }
       ref.value.push_back(acc);
-      ref.bound.push_back(gamma(depth) * mag);
+      ref.bound.push_back(rounding_gamma(depth) * mag);
     }
   return ref;
 }
@@ -292,7 +293,7 @@ Ref ref_rmsnorm(const std::vector<float>& x, const std::vector<float>& w, size_t
     for (size_t i = 0; i < n; ++i) {
       const double y = x[p + i] * r * (w.empty() ? 1.0 : w[i]);
       ref.value.push_back(y);
-      ref.bound.push_back(gamma(canonical_depth(n) + 6) * std::fabs(y));
+      ref.bound.push_back(rounding_gamma(canonical_depth(n) + 6) * std::fabs(y));
     }
   }
   return ref;
@@ -581,7 +582,7 @@ TEST(BackendOps, WeightedSumAddsRoundedProductsInOrder) {
           }
           want[t * kWidth + c] = acc;
           ref.value[t * kWidth + c] = acc64;
-          ref.bound[t * kWidth + c] = gamma(static_cast<double>(k + 1)) * mag;
+          ref.bound[t * kWidth + c] = rounding_gamma(static_cast<double>(k + 1)) * mag;
         }
       expect_same_bits(out, want, what + " vs the definition");
       expect_within(out, ref, what + " vs float64");
@@ -744,14 +745,14 @@ Ref ref_attention(const AttentionCase& c) {
         double dot = 0, mag = 0;
         for (size_t i = 0; i < hd; ++i) dot += static_cast<double>(q[i]) * key[i], mag += std::fabs(static_cast<double>(q[i]) * key[i]);
         s[j] = dot * c.shape.scale;
-        ds_max = std::max(ds_max, gamma(canonical_depth(hd) + 1) * mag * c.shape.scale);
+        ds_max = std::max(ds_max, rounding_gamma(canonical_depth(hd) + 1) * mag * c.shape.scale);
       }
       const double m = *std::max_element(s.begin(), s.end());
       double total = 0, range = 0;
       for (size_t j = 0; j < n; ++j) p[j] = std::exp(s[j] - m), total += p[j], range = std::max(range, m - s[j]);
       for (double& pj : p) pj /= total;
       const double de = 2 * ds_max + kU * (range + 2 * ds_max) + 2 * kU;
-      const double dp = 2 * de + gamma(canonical_depth(n) + 1);
+      const double dp = 2 * de + rounding_gamma(canonical_depth(n) + 1);
       for (size_t i = 0; i < hd; ++i) {
         double o = 0, mag = 0;
         for (size_t j = 0; j < n; ++j) {
@@ -759,7 +760,7 @@ Ref ref_attention(const AttentionCase& c) {
           o += p[j] * vj, mag += p[j] * std::fabs(vj);
         }
         ref.value.push_back(o);
-        ref.bound.push_back((dp + gamma(static_cast<double>(n + 1))) * mag);
+        ref.bound.push_back((dp + rounding_gamma(static_cast<double>(n + 1))) * mag);
       }
     }
   return ref;
