@@ -88,6 +88,58 @@ struct GqaShape {
   float scale = 0;
 };
 
+// One layer of a latent (MLA) cache as the session holds it: position p's
+// row at rows + p * (rank + rope), the normed latent c (rank floats) then k_r
+// (rope floats). Host memory for the CPU backend, like KvLayer.
+struct LatentLayer {
+  float* rows = nullptr;
+  size_t rank = 0, rope = 0;
+  size_t width() const { return rank + rope; }
+};
+
+// Latent attention of rows at positions start ... start + T - 1: each row
+// holds `heads` absorbed queries of rank + rope floats.
+struct MlaShape {
+  size_t heads = 0;
+  int64_t start = 0;
+  float scale = 0;
+};
+
+// One KDA layer's recurrent state as the session holds it (host memory for
+// the CPU backend, like KvLayer): the short convolutions' windows of q, k, v
+// ([heads * head_dim, kernel] each) and the per-head state [heads, K, K].
+struct KdaLayerState {
+  float* conv_q = nullptr;
+  float* conv_k = nullptr;
+  float* conv_v = nullptr;
+  float* recurrent = nullptr;
+};
+
+// A KDA layer's weights and constants for the recurrence (k3-model.md §7.5).
+struct KdaParams {
+  size_t heads = 0, head_dim = 0, kernel = 0;
+  std::span<const float> q_conv, k_conv, v_conv;  // [heads * head_dim, kernel] each
+  std::span<const float> a_log;                   // [head_dim], shared by the heads
+  std::span<const float> dt_bias;                 // [heads * head_dim]
+  std::span<const float> o_norm;                  // [head_dim]
+  float eps = 0, lower = 0, q_scale = 0;
+};
+
+// Host arrays the KDA op fills for speculative verification (null: no
+// trace): what the recurrence consumed, row-major over the op's T rows:
+// raw_q/k/v the projections before the convolution, q, k, v, g the step
+// inputs ([T, heads * head_dim] each), beta [T, heads].
+struct KdaTrace {
+  float *raw_q = nullptr, *raw_k = nullptr, *raw_v = nullptr;
+  float *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *beta = nullptr;
+};
+
+// The same arrays, read back to step a state again (Backend::kda_replay).
+struct KdaSteps {
+  const float *raw_q = nullptr, *raw_k = nullptr, *raw_v = nullptr;
+  const float *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *beta = nullptr;
+};
+
 class Backend {
 public:
   virtual ~Backend() = default;
@@ -105,6 +157,14 @@ public:
   virtual void copy(const Act& src, Act& dst) = 0;  // dst = src (same shape)
   // dst = rows [first, first + dst.rows()) of src (same width).
   virtual void copy_rows(const Act& src, size_t first, Act& dst) = 0;
+  // Rows [first, first + src.rows()) of dst = src (same width): copy_rows' inverse.
+  virtual void place_rows(const Act& src, size_t first, Act& dst) = 0;
+  // For every row t (same row count): dst[t][dst_col + i] = src[t][src_col + i],
+  // i < n: a block of columns (a head of a row) moved between Acts.
+  virtual void copy_cols(const Act& src, size_t src_col, size_t n, Act& dst, size_t dst_col) = 0;
+  // dst[t][dst_col + i] = src[t][i] rounded to BF16 (nearest even) and
+  // widened back, for every row t and i < src.width().
+  virtual void round_bf16(const Act& src, Act& dst, size_t dst_col) = 0;
 
   // out[t] = table row ids[t], widened (BF16) or as stored (F32): an embedding lookup.
   virtual void embed(const WeightView& table, std::span<const uint32_t> ids, Act& out) = 0;
@@ -121,6 +181,14 @@ public:
   // with cos and sin [rows, head_dim / 2].
   virtual void rope_half(Act& x, size_t head_dim, const Act& cos, const Act& sin) = 0;
   virtual void add(Act& x, const Act& d) = 0;  // x = x + d, elementwise
+  // x = x * sigmoid(g), elementwise (kernels/ops.h sigmoid): a sigmoid gate.
+  virtual void mul_sigmoid(Act& x, const Act& g) = 0;
+  // A mix over depth (K3's AttnRes, k3-model.md §7.2), per row t, with
+  // v_j = values[j] row t (every value [rows, width] of out): alpha_j =
+  // dot(rmsnorm(v_j, no weight, eps), s) (canonical dot), alpha =
+  // softmax(alpha) (kernels/ops.h), then out = sum_j alpha_j v_j from 0 in
+  // ascending j, each product rounded then added.
+  virtual void depth_mix(std::span<const Act* const> values, std::span<const float> s, float eps, Act& out) = 0;
   // out[r] = sum over i of y[r * k + i] * w[r * k + i] in i order (each
   // product rounded, then added, from 0): the routed combine. y: [rows * k, width].
   virtual void weighted_sum(const Act& y, std::span<const float> w, size_t k, Act& out) = 0;
@@ -137,6 +205,41 @@ public:
   static constexpr size_t kAttentionStopRows = 64;
   virtual bool attention_gqa(const Act& q, KvLayer cache, const GqaShape& shape, Act& out,
                              const std::function<bool()>& stop) = 0;
+
+  // Stores rows of ckv ([T, rank + rope]) at positions start ... of `cache`:
+  // row = [rmsnorm(ckv[:rank], w, eps) || ckv[rank:]] (MLA's latent and k_r).
+  virtual void latent_store(const Act& ckv, std::span<const float> w, float eps, LatentLayer cache, int64_t start) = 0;
+  // u [T, heads * rank]: for row t (position start + t) and head h, over the
+  // cached positions j = 0 ... start + t: score_j = dot(q[t][h], row_j)
+  // (canonical, over rank + rope) * scale; p = softmax(score); u[t][h] =
+  // sum_j p_j c_j (c_j the first rank floats of row_j) from 0 in ascending j,
+  // each product rounded then added (kernels/ops.h axpy). `stop`, when set,
+  // is asked before every kLatentStopRows cached rows of each of a row's two
+  // sweeps (scores, sums), first at j = 0; true abandons the op (returns
+  // false, u unspecified).
+  static constexpr size_t kLatentStopRows = 1024;
+  virtual bool attention_latent(const Act& q, LatentLayer cache, const MlaShape& shape, Act& u,
+                                const std::function<bool()>& stop) = 0;
+
+  // The recurrence of a KDA layer (k3-model.md §7.5 steps 2-8) over T rows in
+  // position order, from q, k, v, gate, r ([T, heads * head_dim] each: the
+  // projections, r the decay's low-rank projection) and b ([T, heads]). Per
+  // row: qc, kc, vc = short_conv_step of q, k, v (updating the windows);
+  // each head of qc and kc l2-normalized (floor 1e-12); qc *= q_scale;
+  // g[h, c] = lower * sigmoid(expf(a_log[c]) * (r[h, c] + dt_bias[h, c]));
+  // per head: beta = sigmoid(b[h]), o_h = kda_step(state_h, qc_h, kc_h, vc_h,
+  // g_h, beta), o_h = rmsnorm(o_h, o_norm, eps), o_h[c] *= sigmoid(gate[h, c]).
+  // o is [T, heads * head_dim]; `trace` (may be null) receives the inputs.
+  virtual void kda_recurrence(const Act& q, const Act& k, const Act& v, const Act& gate, const Act& r, const Act& b,
+                              const KdaParams& p, KdaLayerState state, const KdaTrace* trace, Act& o) = 0;
+
+  // Steps `state` over the first `rows` rows of a trace as kda_recurrence
+  // did: per row, the three windows move with short_conv_step of raw_q/k/v,
+  // then each head's kda_step with the traced q, k, v, g, beta (outputs
+  // dropped). Speculative verification's rollback: the same inputs through
+  // the same kernels give the same state bit for bit. Uses p's shape and
+  // convolution weights only.
+  virtual void kda_replay(const KdaParams& p, KdaLayerState state, const KdaSteps& steps, size_t rows) = 0;
 
   // Runs compute(j) for each expert j of a ready group, as the backend
   // spreads work (CPU: whole experts on the threads when that balances,

@@ -5,6 +5,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/portable_math.h"
 #include "backend/expert_group.h"
 #include "util/error.h"
 #include "util/numeric.h"
@@ -92,6 +93,33 @@ void CpuBackend::copy_rows(const Act& src, size_t first, Act& dst) {
   std::copy_n(data(src) + first * src.width(), dst.size(), data(dst));
 }
 
+void CpuBackend::place_rows(const Act& src, size_t first, Act& dst) {
+  if (dst.width() != src.width() || first + src.rows() > dst.rows())
+    fail("cpu backend: place_rows: [", src.rows(), ", ", src.width(), "] at row ", first, " of [", dst.rows(), ", ",
+         dst.width(), "]");
+  std::copy_n(data(src), src.size(), data(dst) + first * dst.width());
+}
+
+void CpuBackend::copy_cols(const Act& src, size_t src_col, size_t n, Act& dst, size_t dst_col) {
+  if (src.rows() != dst.rows() || src_col + n > src.width() || dst_col + n > dst.width())
+    fail("cpu backend: copy_cols: ", n, " columns from ", src_col, " of [", src.rows(), ", ", src.width(), "] to ",
+         dst_col, " of [", dst.rows(), ", ", dst.width(), "]");
+  for (size_t t = 0; t < src.rows(); ++t)
+    std::copy_n(data(src) + t * src.width() + src_col, n, data(dst) + t * dst.width() + dst_col);
+}
+
+void CpuBackend::round_bf16(const Act& src, Act& dst, size_t dst_col) {
+  const size_t w = src.width();
+  if (src.rows() != dst.rows() || dst_col + w > dst.width())
+    fail("cpu backend: round_bf16: [", src.rows(), ", ", w, "] at column ", dst_col, " of [", dst.rows(), ", ",
+         dst.width(), "]");
+  for (size_t t = 0; t < src.rows(); ++t) {
+    const float* s = data(src) + t * w;
+    float* d = data(dst) + t * dst.width() + dst_col;
+    for (size_t i = 0; i < w; ++i) d[i] = bf16_to_f32(f32_to_bf16(s[i]));
+  }
+}
+
 void CpuBackend::embed(const WeightView& table, std::span<const uint32_t> ids, Act& out) {
   check_shape(out, ids.size(), table.cols, "embed", "out");
   if (table.type != WeightType::BF16 && table.type != WeightType::F32)
@@ -171,6 +199,44 @@ void CpuBackend::add(Act& x, const Act& d) {
   for (size_t i = 0; i < x.size(); ++i) xp[i] = xp[i] + dp[i];
 }
 
+void CpuBackend::mul_sigmoid(Act& x, const Act& g) {
+  check_shape(g, x.rows(), x.width(), "mul_sigmoid", "g");
+  float* xp = data(x);
+  const float* gp = data(g);
+  for (size_t i = 0; i < x.size(); ++i) xp[i] = xp[i] * sigmoid(gp[i]);
+}
+
+// Rows are independent: spread over the threads, each row computed whole by
+// one thread in the definition's order.
+void CpuBackend::depth_mix(std::span<const Act* const> values, std::span<const float> s, float eps, Act& out) {
+  const size_t T = out.rows(), d = out.width(), n = values.size();
+  if (n == 0) fail("cpu backend: depth_mix: no values");
+  for (const Act* v : values) check_shape(*v, T, d, "depth_mix", "a value");
+  if (s.size() != d) fail("cpu backend: depth_mix: ", s.size(), " weights for rows of ", d);
+  auto rows = [&](size_t begin, size_t end) {
+    thread_local std::vector<float> key, alpha;
+    key.resize(d);
+    alpha.resize(n);
+    for (size_t t = begin; t < end; ++t) {
+      for (size_t j = 0; j < n; ++j) {
+        deltafin::rmsnorm(data(*values[j]) + t * d, nullptr, d, eps, key.data());
+        alpha[j] = dot(key.data(), s.data(), d);
+      }
+      softmax(alpha.data(), n);
+      float* o = data(out) + t * d;
+      for (size_t i = 0; i < d; ++i) o[i] = 0.0f;
+      for (size_t j = 0; j < n; ++j) {
+        const float* v = data(*values[j]) + t * d;
+        for (size_t i = 0; i < d; ++i) o[i] = o[i] + alpha[j] * v[i];
+      }
+    }
+  };
+  if (pool_ && T > 1)
+    pool_->parallel_for(T, rows);
+  else
+    rows(0, T);
+}
+
 void CpuBackend::weighted_sum(const Act& y, std::span<const float> w, size_t k, Act& out) {
   const size_t n = out.rows(), d = out.width();
   check_shape(y, n * k, d, "weighted_sum", "y");
@@ -244,6 +310,131 @@ bool CpuBackend::attention_gqa(const Act& q, KvLayer cache, const GqaShape& s, A
     if (stop && t1 < T && stop()) return false;
   }
   return true;
+}
+
+void CpuBackend::latent_store(const Act& ckv, std::span<const float> w, float eps, LatentLayer cache, int64_t start) {
+  const size_t R = cache.width();
+  check_shape(ckv, ckv.rows(), R, "latent_store", "ckv");
+  if (w.size() != cache.rank) fail("cpu backend: latent_store: ", w.size(), " norm weights for a latent of ", cache.rank);
+  if (start < 0) fail("cpu backend: latent_store: start position ", start);
+  for (size_t t = 0; t < ckv.rows(); ++t) {
+    const float* in = data(ckv) + t * R;
+    float* row = cache.rows + (static_cast<size_t>(start) + t) * R;
+    deltafin::rmsnorm(in, w.data(), cache.rank, eps, row);
+    std::copy(in + cache.rank, in + R, row + cache.rank);
+  }
+}
+
+// All heads share the cache rows, so the rows are swept twice per query row
+// (once for every head's scores, once for every head's weighted sum) rather
+// than twice per head: a long cache is read from memory 2 times per row
+// instead of 2H. Each score and each sum is the same canonical dot /
+// ascending axpy a per-head loop would do (ops.h attention()), so the bits
+// do not depend on the loop order.
+bool CpuBackend::attention_latent(const Act& q, LatentLayer cache, const MlaShape& shape, Act& u,
+                                  const std::function<bool()>& stop) {
+  const size_t T = q.rows(), H = shape.heads, R = cache.width(), rank = cache.rank;
+  if (H == 0 || rank == 0) fail("cpu backend: attention_latent: ", H, " heads of rank ", rank);
+  if (shape.start < 0) fail("cpu backend: attention_latent: start position ", shape.start);
+  check_shape(q, T, H * R, "attention_latent", "q");
+  check_shape(u, T, H * rank, "attention_latent", "u");
+  const size_t base = static_cast<size_t>(shape.start);
+  thread_local std::vector<float> scores;  // grown to the longest context seen: decoding allocates nothing
+  if (scores.size() < H * (base + T)) scores.resize(H * (base + T));
+  for (size_t t = 0; t < T; ++t) {
+    const size_t n = base + t + 1;
+    const float* q_t = data(q) + t * H * R;
+    for (size_t j = 0; j < n; ++j) {
+      if (j % kLatentStopRows == 0 && stop && stop()) return false;  // a long context is seconds of work per row
+      const float* row = cache.rows + j * R;
+      for (size_t h = 0; h < H; ++h) scores[h * n + j] = dot(q_t + h * R, row, R) * shape.scale;
+    }
+    for (size_t h = 0; h < H; ++h) softmax(scores.data() + h * n, n);
+    float* u_t = data(u) + t * H * rank;
+    for (size_t i = 0; i < H * rank; ++i) u_t[i] = 0.0f;
+    for (size_t j = 0; j < n; ++j) {
+      if (j % kLatentStopRows == 0 && stop && stop()) return false;
+      const float* row = cache.rows + j * R;
+      for (size_t h = 0; h < H; ++h) axpy(scores[h * n + j], row, u_t + h * rank, rank);
+    }
+  }
+  return true;
+}
+
+// Position by position (each row's convolution and step read the state the
+// row before left), which is what makes a T-row call equal T one-row calls.
+void CpuBackend::kda_recurrence(const Act& q, const Act& k, const Act& v, const Act& gate, const Act& r, const Act& b,
+                                const KdaParams& p, KdaLayerState state, const KdaTrace* trace, Act& o) {
+  const size_t T = q.rows(), H = p.heads, K = p.head_dim, D = H * K, kernel = p.kernel;
+  if (H == 0 || K == 0 || kernel == 0) fail("cpu backend: kda_recurrence: ", H, " heads of ", K, ", kernel ", kernel);
+  for (const Act* a : {&q, &k, &v, &gate, &r}) check_shape(*a, T, D, "kda_recurrence", "an input");
+  check_shape(b, T, H, "kda_recurrence", "b");
+  check_shape(o, T, D, "kda_recurrence", "o");
+  if (p.q_conv.size() != D * kernel || p.k_conv.size() != D * kernel || p.v_conv.size() != D * kernel ||
+      p.a_log.size() != K || p.dt_bias.size() != D || p.o_norm.size() != K)
+    fail("cpu backend: kda_recurrence: weights do not fit ", H, " heads of ", K, " with kernel ", kernel);
+  thread_local std::vector<float> qc, kc, vc, g;
+  qc.resize(D), kc.resize(D), vc.resize(D), g.resize(D);
+  if (trace) {
+    std::copy_n(data(q), T * D, trace->raw_q);
+    std::copy_n(data(k), T * D, trace->raw_k);
+    std::copy_n(data(v), T * D, trace->raw_v);
+  }
+  for (size_t t = 0; t < T; ++t) {
+    short_conv_step(data(q) + t * D, p.q_conv.data(), state.conv_q, D, kernel, qc.data());
+    short_conv_step(data(k) + t * D, p.k_conv.data(), state.conv_k, D, kernel, kc.data());
+    short_conv_step(data(v) + t * D, p.v_conv.data(), state.conv_v, D, kernel, vc.data());
+    for (size_t h = 0; h < H; ++h) {
+      l2_normalize(qc.data() + h * K, K, 1e-12f);
+      l2_normalize(kc.data() + h * K, K, 1e-12f);
+    }
+    for (size_t i = 0; i < D; ++i) qc[i] = qc[i] * p.q_scale;
+    // Safe decay gate: A_log is per key channel, shared by the heads.
+    const float* r_t = data(r) + t * D;
+    for (size_t h = 0; h < H; ++h)
+      for (size_t c = 0; c < K; ++c) {
+        const size_t i = h * K + c;
+        const float rr = r_t[i] + p.dt_bias[i];
+        g[i] = p.lower * sigmoid(portable_expf(p.a_log[c]) * rr);
+      }
+    if (trace) {
+      std::copy(qc.begin(), qc.end(), trace->q + t * D);
+      std::copy(kc.begin(), kc.end(), trace->k + t * D);
+      std::copy(vc.begin(), vc.end(), trace->v + t * D);
+      std::copy(g.begin(), g.end(), trace->g + t * D);
+    }
+    const float* gate_t = data(gate) + t * D;
+    float* o_t = data(o) + t * D;
+    for (size_t h = 0; h < H; ++h) {
+      const float beta = sigmoid(data(b)[t * H + h]);
+      if (trace) trace->beta[t * H + h] = beta;
+      float* oh = o_t + h * K;
+      kda_step(state.recurrent + h * K * K, qc.data() + h * K, kc.data() + h * K, vc.data() + h * K, g.data() + h * K,
+               beta, K, K, oh);
+      deltafin::rmsnorm(oh, p.o_norm.data(), K, p.eps, oh);
+      for (size_t c = 0; c < K; ++c) oh[c] = oh[c] * sigmoid(gate_t[h * K + c]);
+    }
+  }
+}
+
+void CpuBackend::kda_replay(const KdaParams& p, KdaLayerState state, const KdaSteps& steps, size_t rows) {
+  const size_t H = p.heads, K = p.head_dim, D = H * K, kernel = p.kernel;
+  if (H == 0 || K == 0 || kernel == 0) fail("cpu backend: kda_replay: ", H, " heads of ", K, ", kernel ", kernel);
+  if (p.q_conv.size() != D * kernel || p.k_conv.size() != D * kernel || p.v_conv.size() != D * kernel)
+    fail("cpu backend: kda_replay: convolution weights do not fit ", H, " heads of ", K, " with kernel ", kernel);
+  thread_local std::vector<float> scratch;
+  scratch.resize(D);
+  for (size_t t = 0; t < rows; ++t) {
+    // The convolution's outputs are already in the trace; only its window moves.
+    short_conv_step(steps.raw_q + t * D, p.q_conv.data(), state.conv_q, D, kernel, scratch.data());
+    short_conv_step(steps.raw_k + t * D, p.k_conv.data(), state.conv_k, D, kernel, scratch.data());
+    short_conv_step(steps.raw_v + t * D, p.v_conv.data(), state.conv_v, D, kernel, scratch.data());
+    for (size_t h = 0; h < H; ++h) {
+      const size_t at = t * D + h * K;
+      kda_step(state.recurrent + h * K * K, steps.q + at, steps.k + at, steps.v + at, steps.g + at, steps.beta[t * H + h],
+               K, K, scratch.data());
+    }
+  }
 }
 
 void CpuBackend::run_experts(std::span<const size_t> rows_per_expert, const std::function<void(size_t j)>& compute) {

@@ -38,6 +38,7 @@
 #include "kernels/kernel_test_util.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/portable_math.h"
 #include "support/test_support.h"
 #include "util/error.h"
 #include "util/rng.h"
@@ -1027,6 +1028,582 @@ TEST(BackendOps, ANegativeStartIsAnErrorNamingTheOp) {
     Act q = be.act(1, 2 * 10), out = be.act(1, 2 * 10);
     be.write(q, 0, std::vector<float>(20, 1.0f));
     EXPECT_FAILS_WITH(be.attention_gqa(q, cache, GqaShape{2, 2, 10, -1, 1.0f}, out, nullptr), "attention");
+  });
+}
+
+// ---------------------------------------------------------------------------
+// place_rows / copy_cols / round_bf16: exact moves and one rounding
+
+TEST(BackendOps, PlaceRowsAndCopyColsMoveExactlyTheirBlock) {
+  constexpr float kUnwritten = 1234.5f;
+  Rng rng(1800);
+  for (size_t T : kShapeRows) {
+    const std::vector<float> x = random_floats(rng, T * kWidth);
+    // place_rows: rows [2, 2 + T) of a [T + 3, kWidth] Act become x, the rest untouched.
+    const std::vector<float> placed = run_everywhere({at_t("place_rows", T), T, false, [&](Backend& be, size_t, size_t) {
+      Act xa = upload(be, x, kWidth), dst = be.act(T + 3, kWidth);
+      be.write(dst, 0, std::vector<float>((T + 3) * kWidth, kUnwritten));
+      be.place_rows(xa, 2, dst);
+      return download(be, dst);
+    }});
+    std::vector<float> want((T + 3) * kWidth, kUnwritten);
+    std::copy(x.begin(), x.end(), want.begin() + 2 * kWidth);
+    expect_same_bits(placed, want, at_t("place_rows", T));
+    // copy_cols: columns [5, 5 + 17) of each row to columns [3, 3 + 17) of a 30-wide Act.
+    const std::vector<float> cols = run_everywhere({at_t("copy_cols", T), T, true, [&](Backend& be, size_t r0, size_t n) {
+      Act xa = upload(be, x, kWidth, r0, n), dst = be.act(n, 30);
+      be.write(dst, 0, std::vector<float>(n * 30, kUnwritten));
+      be.copy_cols(xa, 5, 17, dst, 3);
+      return download(be, dst);
+    }});
+    std::vector<float> want_cols(T * 30, kUnwritten);
+    for (size_t t = 0; t < T; ++t)
+      std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(t * kWidth + 5), 17, want_cols.begin() + static_cast<std::ptrdiff_t>(t * 30 + 3));
+    expect_same_bits(cols, want_cols, at_t("copy_cols", T));
+  }
+}
+
+// BF16 keeps the top 16 bits of the fp32 pattern, rounded to nearest even:
+// the result's low 16 bits are zero and it is within half a BF16 ulp
+// (2^-8 of the input: BF16 keeps 8 significant bits); ties (low half exactly 0x8000) go to the
+// even neighbour.
+TEST(BackendOps, RoundBf16KeepsTheNearestBf16AtItsColumns) {
+  constexpr float kUnwritten = 1234.5f;
+  Rng rng(1900);
+  for (size_t T : kShapeRows) {
+    std::vector<float> x = random_floats(rng, T * kWidth, 10.0);
+    uint32_t tie_odd = 0x3f818000u, tie_even = 0x3f808000u;  // 1.0117..: upper odd, ties up; upper even, ties down
+    std::memcpy(&x[0], &tie_odd, 4);
+    std::memcpy(&x[1], &tie_even, 4);
+    const std::vector<float> y = run_everywhere({at_t("round_bf16", T), T, true, [&](Backend& be, size_t r0, size_t n) {
+      Act xa = upload(be, x, kWidth, r0, n), dst = be.act(n, kWidth + 9);
+      be.write(dst, 0, std::vector<float>(n * (kWidth + 9), kUnwritten));
+      be.round_bf16(xa, dst, 4);
+      return download(be, dst);
+    }});
+    for (size_t t = 0; t < T; ++t)
+      for (size_t c = 0; c < kWidth + 9; ++c) {
+        const float got = y[t * (kWidth + 9) + c];
+        if (c < 4 || c >= 4 + kWidth) {
+          ASSERT_EQ(got, kUnwritten) << "row " << t << " column " << c;
+          continue;
+        }
+        const float in = x[t * kWidth + c - 4];
+        ASSERT_EQ(bits(got) & 0xffffu, 0u) << "row " << t << " column " << c;
+        ASSERT_LE(std::fabs(static_cast<double>(got) - in), 0x1p-8 * std::fabs(static_cast<double>(in))) << t << " " << c;
+      }
+    EXPECT_EQ(bits(y[4]), 0x3f820000u) << "a tie with an odd upper half rounds up";
+    EXPECT_EQ(bits(y[5]), 0x3f800000u) << "a tie with an even upper half rounds down";
+  }
+}
+
+// ---------------------------------------------------------------------------
+// mul_sigmoid / depth_mix
+
+TEST(BackendOps, MulSigmoidGatesEachElement) {
+  Rng rng(2000);
+  for (size_t T : kShapeRows) {
+    const std::vector<float> x = random_floats(rng, T * kWidth, 2.0), g = random_floats(rng, T * kWidth, 6.0);
+    const std::vector<float> y = run_everywhere({at_t("mul_sigmoid", T), T, true, [&](Backend& be, size_t r0, size_t n) {
+      Act xa = upload(be, x, kWidth, r0, n), ga = upload(be, g, kWidth, r0, n);
+      be.mul_sigmoid(xa, ga);
+      return download(be, xa);
+    }});
+    // The definition with the kernel's sigmoid; float64: expf within 2 u, the
+    // +1, the divide and the product one rounding each (the condition number
+    // of 1 / (1 + e) in e is below 1): 5 u of |x sigmoid(g)|.
+    std::vector<float> want(x.size());
+    Ref ref;
+    for (size_t i = 0; i < x.size(); ++i) {
+      want[i] = x[i] * sigmoid(g[i]);
+      ref.value.push_back(x[i] * sigmoid64(g[i]));
+      ref.bound.push_back(5 * kU * std::fabs(ref.value.back()));
+    }
+    expect_same_bits(y, want, at_t("mul_sigmoid", T) + " vs the definition");
+    expect_within(y, ref, at_t("mul_sigmoid", T) + " vs float64");
+  }
+}
+
+// The softmax-weighted sum of the last step (alpha_j = softmax of scores
+// with errors ds_j) follows ref_attention's argument: e_j = expf(s_j - m)
+// carries de <= 2 max ds + u |s_j - m| + 2 u, p_j <= 2 de + gamma(D_n + 1),
+// and out = sum_j p_j v_j from 0 adds gamma(n + 1) of sum_j p_j |v_j|.
+double softmax_sum_bound(double ds_max, double range, size_t n) {
+  const double de = 2 * ds_max + kU * (range + 2 * ds_max) + 2 * kU;
+  return 2 * de + rounding_gamma(canonical_depth(n) + 1) + rounding_gamma(static_cast<double>(n + 1));
+}
+
+TEST(BackendOps, DepthMixIsTheSoftmaxOverDepthOfNormedValues) {
+  constexpr float kEps = 1e-6f;
+  Rng rng(2100);
+  const std::vector<float> s = random_floats(rng, kWidth, 0.3);
+  for (size_t depth : {size_t{1}, size_t{2}, size_t{5}})
+    for (size_t T : kShapeRows) {
+      std::vector<std::vector<float>> v;
+      for (size_t j = 0; j < depth; ++j) v.push_back(random_floats(rng, T * kWidth, 1.0 + static_cast<double>(j)));
+      const std::string what = at_t("depth_mix of " + std::to_string(depth), T);
+      const std::vector<float> y = run_everywhere({what, T, true, [&](Backend& be, size_t r0, size_t n) {
+        std::vector<Act> acts;
+        for (const auto& vj : v) acts.push_back(upload(be, vj, kWidth, r0, n));
+        std::vector<const Act*> ptrs;
+        for (const Act& a : acts) ptrs.push_back(&a);
+        Act out = be.act(n, kWidth);
+        be.depth_mix(ptrs, s, kEps, out);
+        return download(be, out);
+      }});
+      // The definition from the kernels, and float64: alpha_j's score is a
+      // canonical dot of the rmsnorm key (within gamma(D + 6) relative per
+      // element, ref_rmsnorm) with s: ds_j <= (gamma(D) + gamma(D + 6)) sum |key_i s_i|.
+      std::vector<float> want(T * kWidth);
+      Ref ref{std::vector<double>(T * kWidth), std::vector<double>(T * kWidth)};
+      for (size_t t = 0; t < T; ++t) {
+        std::vector<float> alpha(depth), key(kWidth);
+        std::vector<double> a64(depth);
+        double ds_max = 0;
+        for (size_t j = 0; j < depth; ++j) {
+          const float* row = v[j].data() + t * kWidth;
+          rmsnorm(row, nullptr, kWidth, kEps, key.data());
+          alpha[j] = dot(key.data(), s.data(), kWidth);
+          double ss = 0;
+          for (size_t i = 0; i < kWidth; ++i) ss += static_cast<double>(row[i]) * row[i];
+          const double r = 1 / std::sqrt(ss / kWidth + kEps);
+          double sc = 0, mag = 0;
+          for (size_t i = 0; i < kWidth; ++i) sc += row[i] * r * s[i], mag += std::fabs(row[i] * r * s[i]);
+          a64[j] = sc;
+          ds_max = std::max(ds_max, (rounding_gamma(canonical_depth(kWidth)) + rounding_gamma(canonical_depth(kWidth) + 6)) * mag);
+        }
+        softmax(alpha.data(), depth);
+        const double m = *std::max_element(a64.begin(), a64.end());
+        double total = 0, range = 0;
+        for (size_t j = 0; j < depth; ++j) total += std::exp(a64[j] - m), range = std::max(range, m - a64[j]);
+        const double bound = softmax_sum_bound(ds_max, range, depth);
+        for (size_t i = 0; i < kWidth; ++i) {
+          float acc = 0.0f;
+          double acc64 = 0, mag = 0;
+          for (size_t j = 0; j < depth; ++j) {
+            const float vj = v[j][t * kWidth + i];
+            acc = acc + alpha[j] * vj;
+            const double pj = std::exp(a64[j] - m) / total;
+            acc64 += pj * vj, mag += pj * std::fabs(vj);
+          }
+          want[t * kWidth + i] = acc;
+          ref.value[t * kWidth + i] = acc64;
+          ref.bound[t * kWidth + i] = bound * mag;
+        }
+      }
+      expect_same_bits(y, want, what + " vs the kernels");
+      expect_within(y, ref, what + " vs float64");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// latent_store / attention_latent (MLA's absorbed form)
+
+constexpr size_t kRank = 12, kRope = 5, kLatentWidth = kRank + kRope, kLatentHeads = 3;
+
+TEST(BackendOps, LatentStoreNormsTheLatentAndCopiesKr) {
+  constexpr int64_t kStart = 4;
+  constexpr float kEps = 1e-6f, kUnwritten = 1234.5f;
+  Rng rng(2200);
+  const std::vector<float> w = random_floats(rng, kRank);
+  for (size_t T : kShapeRows) {
+    const size_t positions = kStart + T + 2;
+    const std::vector<float> ckv = random_floats(rng, T * kLatentWidth, 2.0);
+    const std::vector<float> cache = run_everywhere({at_t("latent_store", T), T, true, [&](Backend& be, size_t r0, size_t n) {
+      std::vector<float> rows(positions * kLatentWidth, kUnwritten);
+      Act ca = upload(be, ckv, kLatentWidth, r0, n);
+      be.latent_store(ca, w, kEps, LatentLayer{rows.data(), kRank, kRope}, kStart + static_cast<int64_t>(r0));
+      for (size_t p = 0; p < positions; ++p) {
+        const bool written = p >= kStart + r0 && p < kStart + r0 + n;
+        if (written) continue;
+        for (size_t i = 0; i < kLatentWidth; ++i) EXPECT_EQ(rows[p * kLatentWidth + i], kUnwritten) << "position " << p;
+      }
+      return rows_of(rows, kLatentWidth, kStart + r0, n);
+    }});
+    std::vector<float> want(T * kLatentWidth), latent;
+    for (size_t t = 0; t < T; ++t) {
+      rmsnorm(ckv.data() + t * kLatentWidth, w.data(), kRank, kEps, want.data() + t * kLatentWidth);
+      std::copy_n(ckv.data() + t * kLatentWidth + kRank, kRope, want.data() + t * kLatentWidth + kRank);
+      latent.insert(latent.end(), ckv.begin() + static_cast<std::ptrdiff_t>(t * kLatentWidth),
+                    ckv.begin() + static_cast<std::ptrdiff_t>(t * kLatentWidth + kRank));
+    }
+    expect_same_bits(cache, want, at_t("latent_store", T) + " vs the kernel");
+    const Ref norm = ref_rmsnorm(latent, w, kRank, kEps);
+    std::vector<float> got_latent;
+    for (size_t t = 0; t < T; ++t)
+      got_latent.insert(got_latent.end(), cache.begin() + static_cast<std::ptrdiff_t>(t * kLatentWidth),
+                        cache.begin() + static_cast<std::ptrdiff_t>(t * kLatentWidth + kRank));
+    expect_within(got_latent, norm, at_t("latent_store", T) + " vs float64");
+  }
+}
+
+struct LatentCase {
+  size_t T = 0, start = 0;
+  float scale = 0.25f;
+  std::vector<float> q, cache;  // q [T, heads * width]; cache [start + T, width]
+};
+
+LatentCase latent_case(size_t T, size_t start, Rng& rng) {
+  LatentCase c;
+  c.T = T, c.start = start;
+  c.q = random_floats(rng, T * kLatentHeads * kLatentWidth, 1.5);
+  c.cache = random_floats(rng, (start + T) * kLatentWidth, 1.5);
+  return c;
+}
+
+// Rows [r0, r0 + n) at positions start + r0 ...; the cache holds every
+// position, later ones too, so a row that reads past its own is caught.
+bool run_latent(Backend& be, const LatentCase& c, size_t r0, size_t n, const std::function<bool()>& stop,
+                std::vector<float>& out) {
+  std::vector<float> cache = c.cache;
+  Act qa = upload(be, c.q, kLatentHeads * kLatentWidth, r0, n), u = be.act(n, kLatentHeads * kRank);
+  const bool done = be.attention_latent(qa, LatentLayer{cache.data(), kRank, kRope},
+                                        MlaShape{kLatentHeads, static_cast<int64_t>(c.start + r0), c.scale}, u, stop);
+  out = download(be, u);
+  return done;
+}
+
+TEST(BackendOps, AttentionLatentIsCausalOverTheSharedLatentRows) {
+  Rng rng(2300);
+  for (size_t T : kShapeRows) {
+    const LatentCase c = latent_case(T, 6, rng);
+    const std::string what = at_t("attention_latent", T);
+    const std::vector<float> u = run_everywhere({what, T, true, [&](Backend& be, size_t r0, size_t n) {
+      std::vector<float> o;
+      EXPECT_TRUE(run_latent(be, c, r0, n, [] { return false; }, o));
+      return o;
+    }});
+    // The kernels' bits: one ops.h attention() per (row, head) over keys =
+    // the whole rows (rank + rope) and values = their first rank floats.
+    std::vector<float> want(T * kLatentHeads * kRank), scratch(c.start + T);
+    {
+      IsaScope scope(Isa::Scalar);
+      for (size_t t = 0; t < T; ++t)
+        for (size_t h = 0; h < kLatentHeads; ++h)
+          attention(c.q.data() + (t * kLatentHeads + h) * kLatentWidth, c.cache.data(), kLatentWidth, c.cache.data(),
+                    kLatentWidth, c.start + t + 1, kLatentWidth, kRank, c.scale, scratch.data(),
+                    want.data() + (t * kLatentHeads + h) * kRank);
+    }
+    expect_same_bits(u, want, what + " vs the kernel");
+    // float64, ref_attention's bound with dk = rank + rope, dv = rank.
+    Ref ref;
+    for (size_t t = 0; t < T; ++t)
+      for (size_t h = 0; h < kLatentHeads; ++h) {
+        const size_t n = c.start + t + 1;
+        const float* q = c.q.data() + (t * kLatentHeads + h) * kLatentWidth;
+        std::vector<double> sc(n);
+        double ds_max = 0;
+        for (size_t j = 0; j < n; ++j) {
+          double d = 0, mag = 0;
+          for (size_t i = 0; i < kLatentWidth; ++i) {
+            const double p = static_cast<double>(q[i]) * c.cache[j * kLatentWidth + i];
+            d += p, mag += std::fabs(p);
+          }
+          sc[j] = d * c.scale;
+          ds_max = std::max(ds_max, rounding_gamma(canonical_depth(kLatentWidth) + 1) * mag * c.scale);
+        }
+        const double m = *std::max_element(sc.begin(), sc.end());
+        double total = 0, range = 0;
+        for (size_t j = 0; j < n; ++j) total += std::exp(sc[j] - m), range = std::max(range, m - sc[j]);
+        const double bound = softmax_sum_bound(ds_max, range, n);
+        for (size_t i = 0; i < kRank; ++i) {
+          double o = 0, mag = 0;
+          for (size_t j = 0; j < n; ++j) {
+            const double p = std::exp(sc[j] - m) / total, v = c.cache[j * kLatentWidth + i];
+            o += p * v, mag += p * std::fabs(v);
+          }
+          ref.value.push_back(o);
+          ref.bound.push_back(bound * mag);
+        }
+      }
+    expect_within(u, ref, what + " vs float64");
+  }
+}
+
+// Asked before every kLatentStopRows cached rows of each of a row's two
+// sweeps: a row over 1,101 positions asks twice per sweep.
+TEST(BackendOps, AttentionLatentStopIsAskedPerBlockOfCacheRowsAndAbandons) {
+  Rng rng(2400);
+  const size_t start = Backend::kLatentStopRows + 76;
+  const LatentCase c = latent_case(2, start, rng);
+  for_each_backend([&](Instance& inst, const std::string& where) {
+    Backend& be = *inst.backend;
+    std::vector<float> out, full;
+    size_t asked = 0;
+    EXPECT_TRUE(run_latent(be, c, 0, 2, [&] { return ++asked, false; }, full)) << where;
+    EXPECT_EQ(asked, 8u) << where;  // 2 rows x 2 sweeps x 2 blocks
+    asked = 0;
+    EXPECT_FALSE(run_latent(be, c, 0, 2, [&] { return ++asked == 3; }, out)) << where;
+    EXPECT_EQ(asked, 3u) << where;
+    std::vector<float> unstopped;
+    EXPECT_TRUE(run_latent(be, c, 0, 2, nullptr, unstopped)) << where;
+    expect_same_bits(unstopped, full, where + ": no stop vs a stop that never abandons");
+  });
+}
+
+// ---------------------------------------------------------------------------
+// kda_recurrence / kda_replay
+
+constexpr size_t kKdaHeads = 2, kKdaDim = 8, kKdaWidth = kKdaHeads * kKdaDim, kKdaKernel = 4;
+
+struct KdaCase {
+  size_t T = 0;
+  std::vector<float> q, k, v, gate, r, b;  // [T, width] each, b [T, heads]
+  std::vector<float> q_conv, k_conv, v_conv, a_log, dt_bias, o_norm;
+  std::vector<float> conv_q, conv_k, conv_v, recurrent;  // the state before the rows
+  KdaParams params() const {
+    KdaParams p;
+    p.heads = kKdaHeads, p.head_dim = kKdaDim, p.kernel = kKdaKernel;
+    p.q_conv = q_conv, p.k_conv = k_conv, p.v_conv = v_conv, p.a_log = a_log, p.dt_bias = dt_bias, p.o_norm = o_norm;
+    p.eps = 1e-6f, p.lower = -5.0f, p.q_scale = 0.35355339f;
+    return p;
+  }
+};
+
+KdaCase kda_case(size_t T, Rng& rng) {
+  KdaCase c;
+  c.T = T;
+  for (auto* x : {&c.q, &c.k, &c.v, &c.gate, &c.r}) *x = random_floats(rng, T * kKdaWidth);
+  c.b = random_floats(rng, T * kKdaHeads, 2.0);
+  for (auto* w : {&c.q_conv, &c.k_conv, &c.v_conv}) *w = random_floats(rng, kKdaWidth * kKdaKernel, 0.5);
+  c.a_log = random_floats(rng, kKdaDim, 0.5);
+  c.dt_bias = random_floats(rng, kKdaWidth, 0.5);
+  c.o_norm = random_floats(rng, kKdaDim);
+  for (auto* s : {&c.conv_q, &c.conv_k, &c.conv_v}) *s = random_floats(rng, kKdaWidth * kKdaKernel);
+  c.recurrent = random_floats(rng, kKdaHeads * kKdaDim * kKdaDim, 0.3);
+  return c;
+}
+
+struct KdaRun {
+  std::vector<float> o, state;  // state: the four parts after the rows, concatenated
+  std::vector<float> trace;     // the eight trace arrays, concatenated
+};
+
+// Rows [r0, r0 + n) from the state `state` (updated in place).
+std::vector<float> kda_rows(Backend& be, const KdaCase& c, size_t r0, size_t n, std::vector<std::vector<float>>& state,
+                            std::vector<std::vector<float>>* trace) {
+  Act q = upload(be, c.q, kKdaWidth, r0, n), k = upload(be, c.k, kKdaWidth, r0, n), v = upload(be, c.v, kKdaWidth, r0, n);
+  Act g = upload(be, c.gate, kKdaWidth, r0, n), r = upload(be, c.r, kKdaWidth, r0, n), b = upload(be, c.b, kKdaHeads, r0, n);
+  Act o = be.act(n, kKdaWidth);
+  KdaTrace tr;
+  if (trace) {
+    trace->assign(8, std::vector<float>(n * kKdaWidth));
+    (*trace)[7].resize(n * kKdaHeads);
+    tr = KdaTrace{(*trace)[0].data(), (*trace)[1].data(), (*trace)[2].data(), (*trace)[3].data(),
+                  (*trace)[4].data(), (*trace)[5].data(), (*trace)[6].data(), (*trace)[7].data()};
+  }
+  be.kda_recurrence(q, k, v, g, r, b, c.params(), KdaLayerState{state[0].data(), state[1].data(), state[2].data(), state[3].data()},
+                    trace ? &tr : nullptr, o);
+  return download(be, o);
+}
+
+std::vector<std::vector<float>> initial_state(const KdaCase& c) { return {c.conv_q, c.conv_k, c.conv_v, c.recurrent}; }
+
+std::vector<float> concat(const std::vector<std::vector<float>>& parts) {
+  std::vector<float> all;
+  for (const auto& p : parts) all.insert(all.end(), p.begin(), p.end());
+  return all;
+}
+
+// The definition in float64, from the same state: the short convolution
+// (silu of the window's weighted sum), l2-normalized heads, the decay gate,
+// the delta rule, the head rmsnorm and the sigmoid gate.
+std::vector<double> kda_reference(const KdaCase& c) {
+  const KdaParams p = c.params();
+  std::vector<double> cq(c.conv_q.begin(), c.conv_q.end()), ck(c.conv_k.begin(), c.conv_k.end()),
+      cv(c.conv_v.begin(), c.conv_v.end()), S(c.recurrent.begin(), c.recurrent.end()), out;
+  auto conv = [&](const std::vector<float>& x, const std::vector<float>& w, std::vector<double>& st, size_t t) {
+    std::vector<double> y(kKdaWidth);
+    for (size_t ch = 0; ch < kKdaWidth; ++ch) {
+      double* s = st.data() + ch * kKdaKernel;
+      for (size_t i = 0; i + 1 < kKdaKernel; ++i) s[i] = s[i + 1];
+      s[kKdaKernel - 1] = x[t * kKdaWidth + ch];
+      double acc = 0;
+      for (size_t i = 0; i < kKdaKernel; ++i) acc += w[ch * kKdaKernel + i] * s[i];
+      y[ch] = acc * sigmoid64(acc);
+    }
+    return y;
+  };
+  for (size_t t = 0; t < c.T; ++t) {
+    std::vector<double> q = conv(c.q, c.q_conv, cq, t), k = conv(c.k, c.k_conv, ck, t), v = conv(c.v, c.v_conv, cv, t);
+    for (size_t h = 0; h < kKdaHeads; ++h)
+      for (std::vector<double>* x : {&q, &k}) {
+        double n2 = 0;
+        for (size_t i = 0; i < kKdaDim; ++i) n2 += (*x)[h * kKdaDim + i] * (*x)[h * kKdaDim + i];
+        const double n = std::max(std::sqrt(n2), 1e-12);
+        for (size_t i = 0; i < kKdaDim; ++i) (*x)[h * kKdaDim + i] /= n;
+      }
+    for (double& x : q) x *= p.q_scale;
+    for (size_t h = 0; h < kKdaHeads; ++h) {
+      double* s = S.data() + h * kKdaDim * kKdaDim;
+      const double beta = sigmoid64(c.b[t * kKdaHeads + h]);
+      const double* qh = q.data() + h * kKdaDim;
+      const double* kh = k.data() + h * kKdaDim;
+      const double* vh = v.data() + h * kKdaDim;
+      for (size_t a = 0; a < kKdaDim; ++a) {
+        const size_t i = h * kKdaDim + a;
+        const double g = p.lower * sigmoid64(std::exp(static_cast<double>(c.a_log[a])) * (c.r[t * kKdaWidth + i] + static_cast<double>(c.dt_bias[i])));
+        for (size_t j = 0; j < kKdaDim; ++j) s[a * kKdaDim + j] *= std::exp(g);
+      }
+      std::vector<double> delta(kKdaDim), o(kKdaDim);
+      for (size_t j = 0; j < kKdaDim; ++j) {
+        double kv = 0;
+        for (size_t a = 0; a < kKdaDim; ++a) kv += kh[a] * s[a * kKdaDim + j];
+        delta[j] = vh[j] - kv;
+      }
+      for (size_t a = 0; a < kKdaDim; ++a)
+        for (size_t j = 0; j < kKdaDim; ++j) s[a * kKdaDim + j] += beta * kh[a] * delta[j];
+      double ss = 0;
+      for (size_t j = 0; j < kKdaDim; ++j) {
+        for (size_t a = 0; a < kKdaDim; ++a) o[j] += qh[a] * s[a * kKdaDim + j];
+        ss += o[j] * o[j];
+      }
+      const double rn = 1 / std::sqrt(ss / kKdaDim + p.eps);
+      for (size_t j = 0; j < kKdaDim; ++j)
+        out.push_back(o[j] * rn * c.o_norm[j] * sigmoid64(c.gate[t * kKdaWidth + h * kKdaDim + j]));
+    }
+  }
+  return out;
+}
+
+// The recurrence carries state from row to row, so rows are not independent:
+// instead T rows in one call must equal the same rows in one-row calls that
+// pass the state on (the exactness contract), outputs and final state alike.
+TEST(BackendOps, KdaRecurrenceStepsRowByRowWithItsState) {
+  Rng rng(2500);
+  for (size_t T : kShapeRows) {
+    const KdaCase c = kda_case(T, rng);
+    const std::string what = at_t("kda_recurrence", T);
+    const std::vector<float> all = run_everywhere({what, T, false, [&](Backend& be, size_t r0, size_t n) {
+      std::vector<std::vector<float>> state = initial_state(c);
+      std::vector<float> o = kda_rows(be, c, r0, n, state, nullptr);
+      const std::vector<float> s = concat(state);
+      o.insert(o.end(), s.begin(), s.end());
+      return o;
+    }});
+    const std::vector<float> stepped = run_everywhere({what + " one row at a time", T, false, [&](Backend& be, size_t, size_t) {
+      std::vector<std::vector<float>> state = initial_state(c);
+      std::vector<float> o;
+      for (size_t t = 0; t < T; ++t) {
+        const std::vector<float> ot = kda_rows(be, c, t, 1, state, nullptr);
+        o.insert(o.end(), ot.begin(), ot.end());
+      }
+      const std::vector<float> s = concat(state);
+      o.insert(o.end(), s.begin(), s.end());
+      return o;
+    }});
+    expect_same_bits(stepped, all, what + ": one call vs one row per call");
+    // The kernels' bits, composed as the definition says (scalar path).
+    std::vector<float> want;
+    {
+      IsaScope scope(Isa::Scalar);
+      const KdaParams p = c.params();
+      std::vector<std::vector<float>> st = initial_state(c);
+      std::vector<float> qc(kKdaWidth), kc(kKdaWidth), vc(kKdaWidth), g(kKdaWidth), o(kKdaWidth);
+      for (size_t t = 0; t < T; ++t) {
+        short_conv_step(c.q.data() + t * kKdaWidth, c.q_conv.data(), st[0].data(), kKdaWidth, kKdaKernel, qc.data());
+        short_conv_step(c.k.data() + t * kKdaWidth, c.k_conv.data(), st[1].data(), kKdaWidth, kKdaKernel, kc.data());
+        short_conv_step(c.v.data() + t * kKdaWidth, c.v_conv.data(), st[2].data(), kKdaWidth, kKdaKernel, vc.data());
+        for (size_t h = 0; h < kKdaHeads; ++h) {
+          l2_normalize(qc.data() + h * kKdaDim, kKdaDim, 1e-12f);
+          l2_normalize(kc.data() + h * kKdaDim, kKdaDim, 1e-12f);
+        }
+        for (float& x : qc) x = x * p.q_scale;
+        for (size_t i = 0; i < kKdaWidth; ++i)
+          g[i] = p.lower * sigmoid(portable_expf(c.a_log[i % kKdaDim]) * (c.r[t * kKdaWidth + i] + c.dt_bias[i]));
+        for (size_t h = 0; h < kKdaHeads; ++h) {
+          float* oh = o.data() + h * kKdaDim;
+          kda_step(st[3].data() + h * kKdaDim * kKdaDim, qc.data() + h * kKdaDim, kc.data() + h * kKdaDim,
+                   vc.data() + h * kKdaDim, g.data() + h * kKdaDim, sigmoid(c.b[t * kKdaHeads + h]), kKdaDim, kKdaDim, oh);
+          rmsnorm(oh, c.o_norm.data(), kKdaDim, p.eps, oh);
+          for (size_t j = 0; j < kKdaDim; ++j) oh[j] = oh[j] * sigmoid(c.gate[t * kKdaWidth + h * kKdaDim + j]);
+        }
+        want.insert(want.end(), o.begin(), o.end());
+      }
+      const std::vector<float> s = concat(st);
+      want.insert(want.end(), s.begin(), s.end());
+    }
+    expect_same_bits(all, want, what + " vs the kernels");
+    // float64: the recurrence compounds roundings over the steps (the decay
+    // and the normalized keys keep the state bounded); this checks the
+    // definition (a wrong step, order or gate moves outputs by O(1)) with a
+    // loose bound of 2^-12 of each output's magnitude plus 2^-16: ~250 u,
+    // far above the rounding of a few hundred short steps.
+    const std::vector<double> ref64 = kda_reference(c);
+    Ref ref;
+    for (double x : ref64) ref.value.push_back(x), ref.bound.push_back(0x1p-12 * std::fabs(x) + 0x1p-16);
+    expect_within(std::vector<float>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(T * kKdaWidth)), ref,
+                  what + " vs float64");
+  }
+}
+
+// The trace holds what the recurrence consumed, and stepping the state
+// before the rows again over its first m rows gives the state the
+// recurrence reached after m rows, bit for bit.
+TEST(BackendOps, KdaReplayOfTheTraceReachesTheSameState) {
+  Rng rng(2600);
+  const KdaCase c = kda_case(kLongT, rng);
+  for (size_t m : {size_t{0}, size_t{1}, size_t{70}, kLongT}) {
+    const std::string what = "kda_replay of " + std::to_string(m) + " rows";
+    run_everywhere({what, 1, false, [&](Backend& be, size_t, size_t) {
+      std::vector<std::vector<float>> state = initial_state(c), trace;
+      kda_rows(be, c, 0, kLongT, state, &trace);
+      expect_same_bits(trace[0], c.q, what + ": raw q");
+      expect_same_bits(trace[2], c.v, what + ": raw v");
+      std::vector<std::vector<float>> after_m = initial_state(c);
+      if (m > 0) kda_rows(be, c, 0, m, after_m, nullptr);
+      std::vector<std::vector<float>> replayed = initial_state(c);
+      const KdaSteps steps{trace[0].data(), trace[1].data(), trace[2].data(), trace[3].data(),
+                           trace[4].data(), trace[5].data(), trace[6].data(), trace[7].data()};
+      be.kda_replay(c.params(), KdaLayerState{replayed[0].data(), replayed[1].data(), replayed[2].data(), replayed[3].data()},
+                    steps, m);
+      expect_same_bits(concat(replayed), concat(after_m), what);
+      return concat(replayed);
+    }});
+  }
+}
+
+// The new ops' shape errors name the op, on every backend.
+TEST(BackendOps, ShapeErrorsOfTheK3OpsNameTheOp) {
+  Rng rng(2700);
+  const KdaCase c = kda_case(2, rng);
+  for_each_backend([&](Instance& inst, const std::string& where) {
+    SCOPED_TRACE(where);
+    Backend& be = *inst.backend;
+    Act x = be.act(3, kWidth), narrow = be.act(3, kWidth - 1), two = be.act(2, kWidth);
+    EXPECT_FAILS_WITH(be.place_rows(x, 1, x), "place_rows");
+    EXPECT_FAILS_WITH(be.place_rows(x, 0, narrow), "place_rows");
+    EXPECT_FAILS_WITH(be.copy_cols(x, 60, 11, narrow, 0), "copy_cols");
+    EXPECT_FAILS_WITH(be.copy_cols(x, 0, 10, two, 0), "copy_cols");
+    EXPECT_FAILS_WITH(be.round_bf16(x, narrow, 0), "round_bf16");
+    EXPECT_FAILS_WITH(be.mul_sigmoid(x, narrow), "mul_sigmoid");
+    const std::vector<float> s(kWidth);
+    const Act* values[] = {&x, &narrow};
+    EXPECT_FAILS_WITH(be.depth_mix(values, s, 1e-6f, x), "depth_mix");
+    EXPECT_FAILS_WITH(be.depth_mix({}, s, 1e-6f, x), "depth_mix");
+    const Act* one[] = {&x};
+    EXPECT_FAILS_WITH(be.depth_mix(one, std::span<const float>(s).first(5), 1e-6f, x), "depth_mix");
+    std::vector<float> rows(8 * kLatentWidth);
+    Act ckv = be.act(2, kLatentWidth), bad_ckv = be.act(2, kLatentWidth + 1);
+    EXPECT_FAILS_WITH(be.latent_store(bad_ckv, std::vector<float>(kRank), 1e-6f, LatentLayer{rows.data(), kRank, kRope}, 0), "latent_store");
+    EXPECT_FAILS_WITH(be.latent_store(ckv, std::vector<float>(kRank - 1), 1e-6f, LatentLayer{rows.data(), kRank, kRope}, 0), "latent_store");
+    EXPECT_FAILS_WITH(be.latent_store(ckv, std::vector<float>(kRank), 1e-6f, LatentLayer{rows.data(), kRank, kRope}, -1), "latent_store");
+    Act q = be.act(1, kLatentHeads * kLatentWidth), u = be.act(1, kLatentHeads * kRank);
+    const LatentLayer latent{rows.data(), kRank, kRope};
+    EXPECT_FAILS_WITH(be.attention_latent(x, latent, MlaShape{kLatentHeads, 0, 1.0f}, u, nullptr), "attention_latent");
+    EXPECT_FAILS_WITH(be.attention_latent(q, latent, MlaShape{kLatentHeads, 0, 1.0f}, x, nullptr), "attention_latent");
+    EXPECT_FAILS_WITH(be.attention_latent(q, latent, MlaShape{kLatentHeads, -1, 1.0f}, u, nullptr), "attention_latent");
+    std::vector<std::vector<float>> st = initial_state(c);
+    const KdaLayerState state{st[0].data(), st[1].data(), st[2].data(), st[3].data()};
+    Act a = be.act(2, kKdaWidth), b = be.act(2, kKdaHeads), o = be.act(2, kKdaWidth), wide = be.act(2, kKdaWidth + 1);
+    EXPECT_FAILS_WITH(be.kda_recurrence(a, a, wide, a, a, b, c.params(), state, nullptr, o), "kda_recurrence");
+    EXPECT_FAILS_WITH(be.kda_recurrence(a, a, a, a, a, a, c.params(), state, nullptr, o), "kda_recurrence");
+    KdaParams short_bias = c.params();
+    short_bias.dt_bias = short_bias.dt_bias.first(3);
+    EXPECT_FAILS_WITH(be.kda_recurrence(a, a, a, a, a, b, short_bias, state, nullptr, o), "kda_recurrence");
+    KdaParams short_conv = c.params();
+    short_conv.k_conv = short_conv.k_conv.first(3);
+    EXPECT_FAILS_WITH(be.kda_replay(short_conv, state, KdaSteps{}, 0), "kda_replay");
   });
 }
 

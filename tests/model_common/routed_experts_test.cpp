@@ -454,6 +454,9 @@ public:
   void read(const Act& s, size_t r, std::span<float> h) override { cpu_.read(s, r, h); }
   void copy(const Act& s, Act& d) override { cpu_.copy(s, d); }
   void copy_rows(const Act& s, size_t f, Act& d) override { cpu_.copy_rows(s, f, d); }
+  void place_rows(const Act& s, size_t f, Act& d) override { cpu_.place_rows(s, f, d); }
+  void copy_cols(const Act& s, size_t sc, size_t n, Act& d, size_t dc) override { cpu_.copy_cols(s, sc, n, d, dc); }
+  void round_bf16(const Act& s, Act& d, size_t dc) override { cpu_.round_bf16(s, d, dc); }
   void embed(const WeightView& t, std::span<const uint32_t> ids, Act& o) override { cpu_.embed(t, ids, o); }
   void matmul(const WeightView& w, const Act& x, Act& y) override { cpu_.matmul(w, x, y); }
   void gated_matmul(const WeightView& g, const WeightView& u, const Act& x, Gate fn, Act& h) override {
@@ -464,12 +467,29 @@ public:
   void rmsnorm_heads(Act& x, std::span<const float> w, size_t hd, float eps) override { cpu_.rmsnorm_heads(x, w, hd, eps); }
   void rope_half(Act& x, size_t hd, const Act& c, const Act& s) override { cpu_.rope_half(x, hd, c, s); }
   void add(Act& x, const Act& d) override { cpu_.add(x, d); }
+  void mul_sigmoid(Act& x, const Act& g) override { cpu_.mul_sigmoid(x, g); }
+  void depth_mix(std::span<const Act* const> v, std::span<const float> s, float eps, Act& o) override {
+    cpu_.depth_mix(v, s, eps, o);
+  }
   void weighted_sum(const Act& y, std::span<const float> w, size_t k, Act& o) override { cpu_.weighted_sum(y, w, k, o); }
   void gather(const Act& s, std::span<const uint32_t> r, Act& d) override { cpu_.gather(s, r, d); }
   void scatter(const Act& s, std::span<const uint32_t> r, Act& d) override { cpu_.scatter(s, r, d); }
   void kv_store(const Act& k, const Act& v, KvLayer c, int64_t s) override { cpu_.kv_store(k, v, c, s); }
   bool attention_gqa(const Act& q, KvLayer c, const GqaShape& s, Act& o, const std::function<bool()>& stop) override {
     return cpu_.attention_gqa(q, c, s, o, stop);
+  }
+  void latent_store(const Act& ckv, std::span<const float> w, float eps, LatentLayer c, int64_t s) override {
+    cpu_.latent_store(ckv, w, eps, c, s);
+  }
+  bool attention_latent(const Act& q, LatentLayer c, const MlaShape& s, Act& u, const std::function<bool()>& stop) override {
+    return cpu_.attention_latent(q, c, s, u, stop);
+  }
+  void kda_recurrence(const Act& q, const Act& k, const Act& v, const Act& g, const Act& r, const Act& b,
+                      const KdaParams& p, KdaLayerState st, const KdaTrace* tr, Act& o) override {
+    cpu_.kda_recurrence(q, k, v, g, r, b, p, st, tr, o);
+  }
+  void kda_replay(const KdaParams& p, KdaLayerState st, const KdaSteps& steps, size_t rows) override {
+    cpu_.kda_replay(p, st, steps, rows);
   }
   void run_experts(std::span<const size_t> rows, const std::function<void(size_t)>& compute) override {
     cpu_.run_experts(rows, compute);
