@@ -18,8 +18,6 @@
 // reference, which keeps the expanded form: tests/model/reference_k3.cpp.)
 #include <cmath>
 
-#include "kernels/matmul.h"
-#include "kernels/ops.h"
 #include "model/kimi_k3/model.h"
 #include "util/error.h"
 
@@ -45,92 +43,64 @@ WeightView row_block(const WeightView& w, size_t first, size_t n) {
 
 }  // namespace
 
-void K3Model::attention_mla(int64_t layer, K3Session& s, const Rows& x, Rows& out, size_t offset) {
+void K3Model::attention_mla(int64_t layer, K3Session& s, const Act& x, Act& out, size_t offset) {
   const MlaWeights& w = w_.layers[static_cast<size_t>(layer)].mla;
   MlaCache& cache = s.mla(layer);
-  const size_t T = x.T, H = static_cast<size_t>(c_.num_attention_heads);
+  const size_t T = x.rows(), H = static_cast<size_t>(c_.num_attention_heads);
   const size_t nope = static_cast<size_t>(c_.qk_nope_head_dim), rope = static_cast<size_t>(c_.qk_rope_head_dim);
   const size_t dk = nope + rope, dv = static_cast<size_t>(c_.v_head_dim);
   const size_t rq = w.q_a.rows, rkv = static_cast<size_t>(c_.kv_lora_rank), R = rkv + rope;
   const float eps = static_cast<float>(c_.rms_norm_eps);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk)));  // (float)(192^-0.5) for K3
 
-  Rows qa(T, rq), q(T, H * dk), ckv(T, rkv + rope), gate(T, H * dv);
-  matmul(w.q_a.view(), x.v.data(), T, qa.v.data(), pool_);
-  for (size_t t = 0; t < T; ++t) rmsnorm(qa.row(t), w.q_a_norm.data(), rq, eps, qa.row(t));
-  matmul(w.q_b.view(), qa.v.data(), T, q.v.data(), pool_);
-  matmul(w.kv_a.view(), x.v.data(), T, ckv.v.data(), pool_);
-  matmul(w.g.view(), x.v.data(), T, gate.v.data(), pool_);
+  Act qa = be_.act(T, rq), q = be_.act(T, H * dk), ckv = be_.act(T, R), gate = be_.act(T, H * dv);
+  be_.matmul(w.q_a.view(), x, qa);
+  be_.rmsnorm(qa, w.q_a_norm, eps, qa);
+  be_.matmul(w.q_b.view(), qa, q);
+  be_.matmul(w.kv_a.view(), x, ckv);
+  be_.matmul(w.g.view(), x, gate);
 
   // Append the T new positions: [RMSNorm(c_lat) ‖ k_r].
   const size_t base = static_cast<size_t>(s.length()) + offset;
   if (cache.latent.size() != base * R)
     fail("attention_mla: layer ", layer, " cache holds ", cache.latent.size() / R, " positions, expected ", base);
   cache.latent.resize((base + T) * R);
-  for (size_t t = 0; t < T; ++t) {
-    float* row = cache.latent.data() + (base + t) * R;
-    rmsnorm(ckv.row(t), w.kv_a_norm.data(), rkv, eps, row);
-    std::copy(ckv.row(t) + rkv, ckv.row(t) + rkv + rope, row + rkv);
-  }
+  const LatentLayer latent{cache.latent.data(), rkv, rope};
+  be_.latent_store(ckv, w.kv_a_norm, eps, latent, static_cast<int64_t>(base));
 
   // Absorbed queries, per row and head: [W_k,h^T q_nope,h ‖ q_rope,h] (R floats).
-  Rows qabs(T, H * R);
+  Act qabs = be_.act(T, H * R);
   {
-    Rows qn(T, nope), qk(T, rkv);
+    Act qn = be_.act(T, nope), qk = be_.act(T, rkv);
     const WeightView wk = w.kv_b_key_t.view();
     for (size_t h = 0; h < H; ++h) {
-      for (size_t t = 0; t < T; ++t) std::copy(q.row(t) + h * dk, q.row(t) + h * dk + nope, qn.row(t));
-      matmul(row_block(wk, h * rkv, rkv), qn.v.data(), T, qk.v.data(), pool_);
-      for (size_t t = 0; t < T; ++t) {
-        float* dst = qabs.row(t) + h * R;
-        std::copy(qk.row(t), qk.row(t) + rkv, dst);
-        std::copy(q.row(t) + h * dk + nope, q.row(t) + h * dk + dk, dst + rkv);
-      }
+      be_.copy_cols(q, h * dk, nope, qn, 0);
+      be_.matmul(row_block(wk, h * rkv, rkv), qn, qk);
+      be_.copy_cols(qk, 0, rkv, qabs, h * R);
+      be_.copy_cols(q, h * dk + nope, rope, qabs, h * R + rkv);
     }
   }
 
   // Causal: position base + t sees cached positions 0 .. base + t. u[t][h]
-  // is head h's attention-weighted latent. All heads share the cache rows,
-  // so the rows are swept twice per query row — once for every head's
-  // scores, once for every head's weighted sum — rather than twice per head:
-  // a long cache is read from memory 2 times per row instead of 2H. Each
-  // score and each sum is the same canonical dot / ascending axpy a per-head
-  // loop would do (ops.h attention()), so the bits do not depend on the loop
-  // order.
-  Rows u(T, H * rkv);
-  std::vector<float> scores(H * (base + T));
-  for (size_t t = 0; t < T; ++t) {
-    const size_t n = base + t + 1;
-    const float* q_t = qabs.row(t);
-    for (size_t j = 0; j < n; ++j) {
-      if ((j & 1023) == 0) stop_if_cancelled();  // a long context is seconds of work per row
-      const float* row = cache.latent.data() + j * R;
-      for (size_t h = 0; h < H; ++h) scores[h * n + j] = dot(q_t + h * R, row, R) * scale;
-    }
-    for (size_t h = 0; h < H; ++h) softmax(scores.data() + h * n, n);
-    float* u_t = u.row(t);
-    for (size_t i = 0; i < H * rkv; ++i) u_t[i] = 0.0f;
-    for (size_t j = 0; j < n; ++j) {
-      if ((j & 1023) == 0) stop_if_cancelled();
-      const float* row = cache.latent.data() + j * R;
-      for (size_t h = 0; h < H; ++h) axpy(scores[h * n + j], row, u_t + h * rkv, rkv);
-    }
-  }
+  // is head h's attention-weighted latent (Backend::attention_latent).
+  Act u = be_.act(T, H * rkv);
+  if (!be_.attention_latent(qabs, latent, MlaShape{H, static_cast<int64_t>(base), scale}, u,
+                            [this] { return cancel_requested(); }))
+    stop_if_cancelled();
 
   // o_h = W_v,h u_h (kv_b's value rows of head h, a contiguous block), gated.
-  Rows o(T, H * dv);
+  Act o = be_.act(T, H * dv);
   {
-    Rows uh(T, rkv), oh(T, dv);
+    Act uh = be_.act(T, rkv), oh = be_.act(T, dv);
     const WeightView wkv = w.kv_b.view();
     for (size_t h = 0; h < H; ++h) {
-      for (size_t t = 0; t < T; ++t) std::copy(u.row(t) + h * rkv, u.row(t) + (h + 1) * rkv, uh.row(t));
-      matmul(row_block(wkv, h * (nope + dv) + nope, dv), uh.v.data(), T, oh.v.data(), pool_);
-      for (size_t t = 0; t < T; ++t) std::copy(oh.row(t), oh.row(t) + dv, o.row(t) + h * dv);
+      be_.copy_cols(u, h * rkv, rkv, uh, 0);
+      be_.matmul(row_block(wkv, h * (nope + dv) + nope, dv), uh, oh);
+      be_.copy_cols(oh, 0, dv, o, h * dv);
     }
   }
-  for (size_t t = 0; t < T; ++t)
-    for (size_t i = 0; i < H * dv; ++i) o.row(t)[i] = o.row(t)[i] * sigmoid(gate.row(t)[i]);
-  matmul(w.o.view(), o.v.data(), T, out.v.data(), pool_);
+  be_.mul_sigmoid(o, gate);
+  be_.matmul(w.o.view(), o, out);
 }
 
 }  // namespace deltafin

@@ -6,39 +6,31 @@
 #include "model/kimi_k3/lookahead.h"
 #include "model/kimi_k3/session_file.h"
 #include "backend/cpu_backend.h"
-#include "kernels/matmul.h"
-#include "kernels/ops.h"
 #include "util/error.h"
-#include "util/numeric.h"
 
 namespace deltafin {
 
-K3Model::K3Model(const K3Config& config, const K3Weights& weights, ExpertSource& experts, Backend& backend,
-                 ThreadPool* pool)
-    : c_(config), w_(weights), summary_(k3_summary(config)), experts_(experts), pool_(pool), be_(backend),
+K3Model::K3Model(const K3Config& config, const K3Weights& weights, ExpertSource& experts, Backend& backend)
+    : c_(config), w_(weights), summary_(k3_summary(config)), experts_(experts), be_(backend),
       routed_(backend, experts, k3_expert(config), static_cast<size_t>(config.num_experts)) {}
 
 K3Model::K3Model(const K3Config& config, const K3Weights& weights, ExpertSource& experts, ThreadPool* pool)
-    : K3Model(config, weights, experts, *new CpuBackend(pool), pool) {
+    : K3Model(config, weights, experts, *new CpuBackend(pool)) {
   own_backend_.reset(&be_);
 }
 
 K3Model::~K3Model() = default;
 
-// Mix (§7.2): softmax over depth of dot(rms_normalize(v_j), s), then the
-// α-weighted sum of the raw v_j in ascending j.
-void K3Model::mix(const std::vector<const float*>& values, const std::vector<float>& s, float* out) const {
-  const size_t d = static_cast<size_t>(c_.hidden_size);
-  const float eps = static_cast<float>(c_.rms_norm_eps);
-  std::vector<float> key(d), alpha(values.size());
-  for (size_t j = 0; j < values.size(); ++j) {
-    rmsnorm(values[j], nullptr, d, eps, key.data());
-    alpha[j] = dot(key.data(), s.data(), d);
+void K3Model::mix(const std::vector<Act>& anchors, const Act& last, const std::vector<float>& s, Act& out) {
+  if (anchors.empty()) {
+    be_.copy(last, out);  // a mix over one value is that value (bits included, -0 too)
+    return;
   }
-  softmax(alpha.data(), alpha.size());
-  for (size_t i = 0; i < d; ++i) out[i] = 0.0f;
-  for (size_t j = 0; j < values.size(); ++j)
-    for (size_t i = 0; i < d; ++i) out[i] = out[i] + alpha[j] * values[j][i];
+  std::vector<const Act*> values;
+  values.reserve(anchors.size() + 1);
+  for (const Act& a : anchors) values.push_back(&a);
+  values.push_back(&last);
+  be_.depth_mix(values, s, static_cast<float>(c_.rms_norm_eps), out);
 }
 
 bool K3Model::cancel_requested() {
@@ -55,25 +47,23 @@ void K3Model::stop_if_cancelled() {
   if (cancel_requested()) throw PassCancelled{};
 }
 
-// Each thread applies SiTU to the gate and up rows it has just computed, in
-// the products' parallel_for (matmul_pair with `then`): one hand-off less per
-// MLP, which at decode is one per routed expert. SiTU is elementwise, so the
-// split changes no bit.
-void K3Model::gated_situ(const WeightView& gate, const WeightView& up, const float* x, size_t n, Rows& g, Rows& u,
-                         Rows& hid) {
-  const float beta = static_cast<float>(c_.situ_beta), beta_lin = static_cast<float>(c_.situ_linear_beta);
-  matmul_pair(gate, up, x, n, g.v.data(), u.v.data(), pool_, [&](size_t rb, size_t re) {
-    for (size_t t = 0; t < n; ++t) situ(g.row(t) + rb, u.row(t) + rb, re - rb, beta, beta_lin, hid.row(t) + rb);
-  });
-}
-
-void K3Model::dense_mlp(const LayerWeights& w, const Rows& x, Rows& out, size_t slice_rows) {
-  const size_t I = w.dense.gate.rows, S = slice_rows == 0 || slice_rows > x.T ? x.T : slice_rows;
-  for (size_t r0 = 0; r0 < x.T; r0 += S) {
-    const size_t n = std::min(S, x.T - r0);
-    Rows g(n, I), u(n, I), hid(n, I);
-    gated_situ(w.dense.gate.view(), w.dense.up.view(), x.row(r0), n, g, u, hid);
-    matmul(w.dense.down.view(), hid.v.data(), n, out.row(r0), pool_);
+// SiTU runs on each thread's rows as its products finish (Backend::gated_matmul).
+void K3Model::dense_mlp(const LayerWeights& w, const Act& x, Act& out, size_t slice_rows) {
+  const size_t T = x.rows(), I = w.dense.gate.rows, S = slice_rows == 0 || slice_rows > T ? T : slice_rows;
+  const Gate situ = Gate::situ(static_cast<float>(c_.situ_beta), static_cast<float>(c_.situ_linear_beta));
+  for (size_t r0 = 0; r0 < T; r0 += S) {
+    const size_t n = std::min(S, T - r0);
+    Act hid = be_.act(n, I);
+    if (n == T) {
+      be_.gated_matmul(w.dense.gate.view(), w.dense.up.view(), x, situ, hid);
+      be_.matmul(w.dense.down.view(), hid, out);
+    } else {
+      Act xs = be_.act(n, x.width()), os = be_.act(n, out.width());
+      be_.copy_rows(x, r0, xs);
+      be_.gated_matmul(w.dense.gate.view(), w.dense.up.view(), xs, situ, hid);
+      be_.matmul(w.dense.down.view(), hid, os);
+      be_.place_rows(os, r0, out);
+    }
     stop_if_cancelled();
   }
 }
@@ -88,21 +78,22 @@ void K3Model::set_capture_layers(std::vector<int64_t> layers) {
 // One layer's attention over the pass's rows, slice after slice in position
 // order (a slice attends to the slices before it through the layer's cache or
 // recurrent state, exactly as one T-row call would).
-void K3Model::attention_sliced(int64_t layer, K3Session& s, const Rows& x, Rows& out, size_t slice_rows) {
+void K3Model::attention_sliced(int64_t layer, K3Session& s, const Act& x, Act& out, size_t slice_rows) {
   const bool kda = c_.layer_kinds[static_cast<size_t>(layer)] == LayerKind::KDA;
-  if (slice_rows == 0 || slice_rows >= x.T) {
+  const size_t T = x.rows();
+  if (slice_rows == 0 || slice_rows >= T) {
     if (kda) attention_kda(layer, s, x, out);
     else attention_mla(layer, s, x, out, 0);
     return;
   }
   if (kda && kda_log_) fail("forward: a KDA step log covers one unsliced pass");
-  for (size_t r0 = 0; r0 < x.T; r0 += slice_rows) {
-    const size_t n = std::min(slice_rows, x.T - r0);
-    Rows xs(n, x.n), os(n, out.n);
-    std::copy(x.row(r0), x.row(r0) + n * x.n, xs.v.begin());
+  for (size_t r0 = 0; r0 < T; r0 += slice_rows) {
+    const size_t n = std::min(slice_rows, T - r0);
+    Act xs = be_.act(n, x.width()), os = be_.act(n, out.width());
+    be_.copy_rows(x, r0, xs);
     if (kda) attention_kda(layer, s, xs, os);
     else attention_mla(layer, s, xs, os, r0);
-    std::copy(os.v.begin(), os.v.end(), out.row(r0));
+    be_.place_rows(os, r0, out);
     stop_if_cancelled();
   }
 }
@@ -226,17 +217,15 @@ void K3Model::keep_verified(ModelSession& session, size_t rows) {
 Rows K3Model::forward_k3(K3Session& session, std::span<const uint32_t> tokens, bool all_logits, const PassShape& shape) {
   const size_t T = tokens.size(), d = static_cast<size_t>(c_.hidden_size);
   if (T == 0) fail("forward: no tokens");
+  const auto outside = std::find_if(tokens.begin(), tokens.end(), [&](uint32_t id) { return id >= static_cast<uint32_t>(c_.vocab_size); });
+  if (outside != tokens.end()) fail("forward: token id ", *outside, " outside the vocabulary of ", c_.vocab_size);
   const float eps = static_cast<float>(c_.rms_norm_eps);
   const int64_t B = c_.attn_res_block_size;
 
   // h: the current block-partial sum per position; anchors: completed block sums.
-  Rows h(T, d);
-  for (size_t t = 0; t < T; ++t) {
-    if (tokens[t] >= static_cast<uint32_t>(c_.vocab_size)) fail("forward: token id ", tokens[t], " outside the vocabulary of ", c_.vocab_size);
-    const uint8_t* row = w_.embed.storage.data() + static_cast<size_t>(tokens[t]) * d * 2;
-    for (size_t i = 0; i < d; ++i) h.row(t)[i] = bf16_to_f32(load_u16le(row + 2 * i));
-  }
-  std::vector<Rows> anchors;
+  Act h = be_.act(T, d);
+  be_.embed(w_.embed.view(), tokens, h);
+  std::vector<Act> anchors;
   routes_.resize(static_cast<size_t>(c_.num_hidden_layers));  // layer 0's stays empty
   if (kda_log_) {
     kda_log_->rows = T;
@@ -252,17 +241,11 @@ Rows K3Model::forward_k3(K3Session& session, std::span<const uint32_t> tokens, b
     if (!first.empty()) experts_.prefetch(1, first);
   }
 
-  Rows x_attn(T, d), normed(T, d), a(T, d), p(T, d), x_mlp(T, d), f(T, d);
+  Act x_attn = be_.act(T, d), normed = be_.act(T, d), a = be_.act(T, d), p = be_.act(T, d), x_mlp = be_.act(T, d),
+      f = be_.act(T, d);
   const size_t n_capture = capture_layers_.size();
   captured_ = n_capture ? Rows(T, n_capture * d) : Rows();
-  auto mix_rows = [&](const Rows& last, const std::vector<float>& s, Rows& out) {
-    for (size_t t = 0; t < T; ++t) {
-      std::vector<const float*> vs;
-      for (const Rows& an : anchors) vs.push_back(an.row(t));
-      vs.push_back(last.row(t));
-      mix(vs, s, out.row(t));
-    }
-  };
+  Act capture = n_capture ? be_.act(T, n_capture * d) : Act();
 
   // Cancellation inside a layer unwinds to here (PassCancelled, thrown only
   // between whole units of work); the session is then part-way and the
@@ -280,59 +263,69 @@ Rows K3Model::forward_k3(K3Session& session, std::span<const uint32_t> tokens, b
     if (shape.cancelled && shape.cancelled()) return Rows();
     cancel_polled_ = std::chrono::steady_clock::now();
     const LayerWeights& lw = w_.layers[static_cast<size_t>(i)];
-    if (anchors.empty())
-      x_attn = h;
-    else
-      mix_rows(h, lw.s_attn, x_attn);
+    mix(anchors, h, lw.s_attn, x_attn);
     const bool block_start = i % B == 0;
-    if (block_start) anchors.push_back(h);
+    if (block_start) {
+      anchors.push_back(be_.act(T, d));
+      be_.copy(h, anchors.back());
+    }
 
-    for (size_t t = 0; t < T; ++t) rmsnorm(x_attn.row(t), lw.input_norm.data(), d, eps, normed.row(t));
+    be_.rmsnorm(x_attn, lw.input_norm, eps, normed);
     attention_sliced(i, session, normed, a, shape.slice_rows);
 
     if (block_start) {
-      p = a;
+      std::swap(p, a);  // p = a; a is overwritten next layer
     } else {
-      for (size_t j = 0; j < p.v.size(); ++j) p.v[j] = h.v[j] + a.v[j];
+      be_.copy(h, p);
+      be_.add(p, a);  // p = h + a
     }
-    mix_rows(p, lw.s_mlp, x_mlp);
+    mix(anchors, p, lw.s_mlp, x_mlp);
     // Predict layer i+1's experts from this x_mlp and start their reads now,
-    // so they overlap this layer's reads and compute (§11).
+    // so they overlap this layer's reads and compute (§11). The predictor
+    // runs on the host: it reads x_mlp.
     if (lookahead_ && i + 1 < c_.num_hidden_layers && c_.is_moe_layer(i + 1) && i >= 1) {
-      std::vector<int64_t> next = lookahead_->plan(i + 1, x_mlp);
+      Rows x_host(T, d);
+      be_.read(x_mlp, 0, x_host.v);
+      std::vector<int64_t> next = lookahead_->plan(i + 1, x_host);
       if (!next.empty()) experts_.prefetch(i + 1, next);
     }
-    for (size_t t = 0; t < T; ++t) rmsnorm(x_mlp.row(t), lw.post_attention_norm.data(), d, eps, normed.row(t));
+    be_.rmsnorm(x_mlp, lw.post_attention_norm, eps, normed);
     if (c_.is_moe_layer(i))
       moe(i, normed, f, shape.slice_rows);
     else
       dense_mlp(lw, normed, f, shape.slice_rows);
-    for (size_t j = 0; j < h.v.size(); ++j) h.v[j] = p.v[j] + f.v[j];
-    for (size_t k = 0; k < n_capture; ++k) {
-      if (capture_layers_[k] != i) continue;
-      for (size_t t = 0; t < T; ++t)
-        for (size_t j = 0; j < d; ++j) captured_.row(t)[k * d + j] = bf16_to_f32(f32_to_bf16(h.row(t)[j]));
-    }
+    be_.add(p, f);
+    std::swap(h, p);  // h = p + f; p is rewritten before it is read again
+    for (size_t k = 0; k < n_capture; ++k)
+      if (capture_layers_[k] == i) be_.round_bf16(h, capture, k * d);
   }
   } catch (const PassCancelled&) {
     return Rows();
   }
   session.advance(static_cast<int64_t>(T));
   pass.end();
+  if (n_capture) be_.read(capture, 0, captured_.v);
 
-  // Tail: Mix over the anchors and h, final norm, lm_head.
+  // Tail: Mix over the anchors and h, final norm, lm_head (of the last row
+  // only unless all_logits).
   const size_t first = all_logits ? 0 : T - 1, rows = T - first;
-  Rows m(rows, d);
-  for (size_t t = first; t < T; ++t) {
-    std::vector<const float*> vs;
-    for (const Rows& an : anchors) vs.push_back(an.row(t));
-    vs.push_back(h.row(t));
-    std::vector<float> mixed(d);
-    mix(vs, w_.s_out, mixed.data());
-    rmsnorm(mixed.data(), w_.final_norm.data(), d, eps, m.row(t - first));
+  Act m = be_.act(rows, d), logits_act = be_.act(rows, static_cast<size_t>(c_.vocab_size));
+  if (first == 0) {
+    mix(anchors, h, w_.s_out, m);
+  } else {
+    std::vector<Act> last_anchors;
+    for (const Act& an : anchors) {
+      last_anchors.push_back(be_.act(rows, d));
+      be_.copy_rows(an, first, last_anchors.back());
+    }
+    Act last_h = be_.act(rows, d);
+    be_.copy_rows(h, first, last_h);
+    mix(last_anchors, last_h, w_.s_out, m);
   }
+  be_.rmsnorm(m, w_.final_norm, eps, m);
+  be_.matmul(w_.lm_head.view(), m, logits_act);
   Rows logits(rows, static_cast<size_t>(c_.vocab_size));
-  matmul(w_.lm_head.view(), m.v.data(), rows, logits.v.data(), pool_);
+  be_.read(logits_act, 0, logits.v);
   return logits;
 }
 

@@ -36,7 +36,7 @@ class RouteLookahead;
 class K3Model : public CausalModel {
 public:
   // Keeps references (config, weights, source and backend must outlive the model).
-  K3Model(const K3Config& config, const K3Weights& weights, ExpertSource& experts, Backend& backend, ThreadPool* pool);
+  K3Model(const K3Config& config, const K3Weights& weights, ExpertSource& experts, Backend& backend);
   // The same on a CPU backend of its own over `pool` (may be null).
   K3Model(const K3Config& config, const K3Weights& weights, ExpertSource& experts, ThreadPool* pool);
   ~K3Model() override;
@@ -85,15 +85,15 @@ private:
   Rows forward_k3(K3Session& session, std::span<const uint32_t> tokens, bool all_logits, const PassShape& shape);
   // Attention over rows that sit at positions s.length() + offset ...: the
   // layer's cache or state must already hold every position before them.
-  void attention_kda(int64_t layer, K3Session& s, const Rows& x, Rows& out);
-  void attention_mla(int64_t layer, K3Session& s, const Rows& x, Rows& out, size_t offset);
-  void attention_sliced(int64_t layer, K3Session& s, const Rows& x, Rows& out, size_t slice_rows);
-  void dense_mlp(const LayerWeights& w, const Rows& x, Rows& out, size_t slice_rows);
-  // hid = SiTU(gate x, up x) for the n rows of x (g, u: [n, gate.rows] scratch).
-  void gated_situ(const WeightView& gate, const WeightView& up, const float* x, size_t n, Rows& g, Rows& u, Rows& hid);
-  void moe(int64_t layer, const Rows& x, Rows& out, size_t slice_rows);
-  void moe_rows(int64_t layer, const Act& x, const Act& zl, size_t r0, size_t n, Rows& out);
-  void mix(const std::vector<const float*>& values, const std::vector<float>& s, float* out) const;
+  void attention_kda(int64_t layer, K3Session& s, const Act& x, Act& out);
+  void attention_mla(int64_t layer, K3Session& s, const Act& x, Act& out, size_t offset);
+  void attention_sliced(int64_t layer, K3Session& s, const Act& x, Act& out, size_t slice_rows);
+  void dense_mlp(const LayerWeights& w, const Act& x, Act& out, size_t slice_rows);
+  void moe(int64_t layer, const Act& x, Act& out, size_t slice_rows);
+  void moe_rows(int64_t layer, const Act& x, const Act& zl, size_t r0, size_t n, Act& out);
+  // out = Mix (k3-model.md §7.2) over the block anchors and `last`, with the
+  // pseudo-query s; out = last while there is no anchor yet.
+  void mix(const std::vector<Act>& anchors, const Act& last, const std::vector<float>& s, Act& out);
   // Asks the pass's `cancelled` (throttled to kCancelPollInterval); true
   // from then on once it said so. stop_if_cancelled() throws PassCancelled,
   // which forward() catches: only ever called between whole units of work.
@@ -111,7 +111,6 @@ private:
   const ModelSession* verify_session_ = nullptr;
   size_t verify_rows_ = 0;
   ExpertSource& experts_;
-  ThreadPool* pool_;  // the parts not yet on the backend (attention, Mix, the dense MLP)
   std::unique_ptr<Backend> own_backend_;
   Backend& be_;
   RoutedExperts routed_;

@@ -26,15 +26,14 @@ ExpertMlp k3_expert(const K3Config& c) {
   return m;
 }
 
-void K3Model::moe(int64_t layer, const Rows& x_rows, Rows& out, size_t slice_rows) {
+void K3Model::moe(int64_t layer, const Act& x, Act& out, size_t slice_rows) {
   const MoeWeights& w = w_.layers[static_cast<size_t>(layer)].moe;
-  const size_t T = x_rows.T, d = x_rows.n, E = static_cast<size_t>(c_.num_experts);
+  const size_t T = x.rows(), E = static_cast<size_t>(c_.num_experts);
   const size_t lat = static_cast<size_t>(c_.routed_expert_hidden_size), k = static_cast<size_t>(c_.num_experts_per_token);
 
   // Every row is routed first, so the layer's whole union is known before any
   // expert is asked for, even when the experts then run slice by slice.
-  Act x = be_.act(T, d), z = be_.act(T, E), zl = be_.act(T, lat);
-  be_.write(x, 0, x_rows.v);
+  Act z = be_.act(T, E), zl = be_.act(T, lat);
   be_.matmul(w.router.view(), x, z);
   be_.matmul(w.latent_down.view(), x, zl);
   router_host_.resize(T * E);
@@ -64,9 +63,9 @@ void K3Model::moe(int64_t layer, const Rows& x_rows, Rows& out, size_t slice_row
 
 // Rows [r0, r0 + n) of the MoE output: their routed experts (each fetched once
 // for the slice and applied to all its rows there) and the shared experts.
-void K3Model::moe_rows(int64_t layer, const Act& x, const Act& zl, size_t r0, size_t n, Rows& out) {
+void K3Model::moe_rows(int64_t layer, const Act& x, const Act& zl, size_t r0, size_t n, Act& out) {
   const MoeWeights& w = w_.layers[static_cast<size_t>(layer)].moe;
-  const size_t d = out.n, lat = zl.width(), S = w.shared_gate.rows;
+  const size_t d = out.width(), lat = zl.width(), S = w.shared_gate.rows;
   const float eps = static_cast<float>(c_.rms_norm_eps);
   const std::span<const Route> routes = std::span(routes_[static_cast<size_t>(layer)]).subspan(r0, n);
 
@@ -81,7 +80,7 @@ void K3Model::moe_rows(int64_t layer, const Act& x, const Act& zl, size_t r0, si
   be_.gated_matmul(w.shared_gate.view(), w.shared_up.view(), xs, routed_.mlp().fn, sh);
   be_.matmul(w.shared_down.view(), sh, shared);
   be_.add(routed, shared);  // routed + shared: fp addition commutes, so the order of the terms is free
-  be_.read(routed, 0, std::span(out.row(r0), n * d));
+  be_.place_rows(routed, r0, out);
 }
 
 }  // namespace deltafin
