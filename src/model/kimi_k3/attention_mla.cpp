@@ -84,8 +84,7 @@ void K3Model::attention_mla(int64_t layer, K3Session& s, const Act& x, Act& out,
   // Causal: position base + t sees cached positions 0 .. base + t. u[t][h]
   // is head h's attention-weighted latent (Backend::attention_latent).
   Act u = be_.act(T, H * rkv);
-  if (!be_.attention_latent(qabs, latent, MlaShape{H, static_cast<int64_t>(base), scale}, u,
-                            [this] { return cancel_requested(); }))
+  if (!be_.attention_latent(qabs, latent, MlaShape{H, static_cast<int64_t>(base), scale}, u, pass_->poll()))
     stop_if_cancelled();
 
   // o_h = W_v,h u_h (kv_b's value rows of head h, a contiguous block), gated.

@@ -33,15 +33,7 @@ void K3Model::mix(const std::vector<Act>& anchors, const Act& last, const std::v
   be_.depth_mix(values, s, static_cast<float>(c_.rms_norm_eps), out);
 }
 
-bool K3Model::cancel_requested() {
-  if (!shape_ || !shape_->cancelled) return false;
-  if (cancel_seen_) return true;
-  const auto now = std::chrono::steady_clock::now();
-  if (now - cancel_polled_ < shape_->poll_interval) return false;
-  cancel_polled_ = now;
-  cancel_seen_ = shape_->cancelled();
-  return cancel_seen_;
-}
+bool K3Model::cancel_requested() { return pass_ && pass_->cancel_requested(); }
 
 void K3Model::stop_if_cancelled() {
   if (cancel_requested()) throw PassCancelled{};
@@ -231,9 +223,9 @@ Rows K3Model::forward_k3(K3Session& session, std::span<const uint32_t> tokens, b
     kda_log_->rows = T;
     kda_log_->layers.resize(static_cast<size_t>(c_.num_hidden_layers));
   }
-  // Ends however the pass does (a cancellation, an expert read error), or
-  // below, once the layers are done.
-  ExpertPass pass(experts_, T);
+  // The expert pass ends however this pass does (a cancellation, an expert
+  // read error), or below, once the layers are done.
+  PassDriver pass(experts_, T, shape);
   // Layer 1 has no PILOT prediction (layer 0 has no router): the previous
   // token's layer-1 route is the hint, read while layer 0 runs.
   if (lookahead_) {
@@ -252,16 +244,12 @@ Rows K3Model::forward_k3(K3Session& session, std::span<const uint32_t> tokens, b
   // caller restores the snapshot it took.
   struct PassGuard {
     K3Model& m;
-    ~PassGuard() { m.shape_ = nullptr; }
+    ~PassGuard() { m.pass_ = nullptr; }
   } guard{*this};
-  shape_ = &shape;
-  cancel_seen_ = false;
-  cancel_polled_ = std::chrono::steady_clock::now();
+  pass_ = &pass;
   try {
   for (int64_t i = 0; i < c_.num_hidden_layers; ++i) {
-    if (shape.on_layer) shape.on_layer(i);
-    if (shape.cancelled && shape.cancelled()) return Rows();
-    cancel_polled_ = std::chrono::steady_clock::now();
+    if (!pass.begin_layer(i)) return Rows();
     const LayerWeights& lw = w_.layers[static_cast<size_t>(i)];
     mix(anchors, h, lw.s_attn, x_attn);
     const bool block_start = i % B == 0;
@@ -303,7 +291,7 @@ Rows K3Model::forward_k3(K3Session& session, std::span<const uint32_t> tokens, b
     return Rows();
   }
   session.advance(static_cast<int64_t>(T));
-  pass.end();
+  pass.end_experts();
   if (n_capture) be_.read(capture, 0, captured_.v);
 
   // Tail: Mix over the anchors and h, final norm, lm_head (of the last row

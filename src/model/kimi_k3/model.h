@@ -3,7 +3,6 @@
 // T-position pass equals T one-position passes bit for bit.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -13,6 +12,7 @@
 #include "model/kimi_k3/checkpoint.h"
 #include "backend/backend.h"
 #include "model/common/expert_source.h"
+#include "model/common/pass_driver.h"
 #include "model/common/routed_experts.h"
 #include "model/common/routing.h"
 #include "model/common/greedy.h"
@@ -94,9 +94,9 @@ private:
   // out = Mix (k3-model.md §7.2) over the block anchors and `last`, with the
   // pseudo-query s; out = last while there is no anchor yet.
   void mix(const std::vector<Act>& anchors, const Act& last, const std::vector<float>& s, Act& out);
-  // Asks the pass's `cancelled` (throttled to kCancelPollInterval); true
-  // from then on once it said so. stop_if_cancelled() throws PassCancelled,
-  // which forward() catches: only ever called between whole units of work.
+  // The pass driver's throttled poll (false outside a pass);
+  // stop_if_cancelled() throws PassCancelled, which forward() catches: only
+  // ever called between whole units of work.
   bool cancel_requested();
   void stop_if_cancelled();
   struct PassCancelled {};
@@ -121,9 +121,7 @@ private:
   KdaLog* kda_log_ = nullptr;
   std::vector<int64_t> capture_layers_;
   Rows captured_;
-  const PassShape* shape_ = nullptr;  // during forward() only
-  bool cancel_seen_ = false;
-  std::chrono::steady_clock::time_point cancel_polled_{};
+  PassDriver* pass_ = nullptr;  // during forward() only
 };
 
 // The K3Session behind a family-neutral session (an error for another family's).

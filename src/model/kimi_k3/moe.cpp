@@ -71,7 +71,7 @@ void K3Model::moe_rows(int64_t layer, const Act& x, const Act& zl, size_t r0, si
 
   // r = sum_i out_i * w_i in the decided order, then normed and projected up.
   Act r = be_.act(n, lat), routed = be_.act(n, d);
-  if (!routed_.run(layer, zl, r0, routes, r, [this] { return cancel_requested(); })) stop_if_cancelled();
+  if (!routed_.run(layer, zl, r0, routes, r, pass_->poll())) stop_if_cancelled();
   be_.rmsnorm(r, w.latent_norm, eps, r);
   be_.matmul(w.latent_up.view(), r, routed);
 
