@@ -1252,10 +1252,13 @@ LatentCase latent_case(size_t T, size_t start, Rng& rng) {
 }
 
 // Rows [r0, r0 + n) at positions start + r0 ...; the cache holds every
-// position, later ones too, so a row that reads past its own is caught.
+// position, later ones too, and one more row of large values past the last,
+// so a row that reads past its own is caught (and the last reads no further
+// than the test's memory).
 bool run_latent(Backend& be, const LatentCase& c, size_t r0, size_t n, const std::function<bool()>& stop,
                 std::vector<float>& out) {
   std::vector<float> cache = c.cache;
+  cache.insert(cache.end(), kLatentWidth, 9.0f);
   Act qa = upload(be, c.q, kLatentHeads * kLatentWidth, r0, n), u = be.act(n, kLatentHeads * kRank);
   const bool done = be.attention_latent(qa, LatentLayer{cache.data(), kRank, kRope},
                                         MlaShape{kLatentHeads, static_cast<int64_t>(c.start + r0), c.scale}, u, stop);
