@@ -149,6 +149,8 @@ void CpuBackend::gated_matmul(const WeightView& gate, const WeightView& up, cons
   const size_t n = x.rows(), I = gate.rows;
   check_shape(x, n, gate.cols, "gated_matmul", "x");
   check_shape(h, n, I, "gated_matmul", "h");
+  if (up.rows != gate.rows || up.cols != gate.cols)
+    fail("cpu backend: gated_matmul: up is [", up.rows, ", ", up.cols, "], gate [", gate.rows, ", ", gate.cols, "]");
   Act u = act(n, I);
   float* ud = data(u);
   if (fn.kind == Gate::Kind::SiluMul) {
@@ -277,6 +279,7 @@ void CpuBackend::kv_store(const Act& k, const Act& v, KvLayer cache, int64_t sta
   const size_t w = k.width();
   check_shape(v, k.rows(), w, "kv_store", "v");
   if (w > cache.stride) fail("cpu backend: kv_store: rows of ", w, " in a cache of stride ", cache.stride);
+  if (start < 0) fail("cpu backend: kv_store: start position ", start);
   for (size_t t = 0; t < k.rows(); ++t) {
     const size_t at = (static_cast<size_t>(start) + t) * cache.stride;
     std::copy_n(data(k) + t * w, w, cache.keys + at);
@@ -288,6 +291,7 @@ bool CpuBackend::attention_gqa(const Act& q, KvLayer cache, const GqaShape& s, A
                                const std::function<bool()>& stop) {
   const size_t T = q.rows(), H = s.heads, hd = s.head_dim;
   if (H == 0 || s.kv_heads == 0 || H % s.kv_heads != 0) fail("cpu backend: attention: ", H, " heads over ", s.kv_heads);
+  if (s.start < 0) fail("cpu backend: attention: start position ", s.start);
   const size_t G = H / s.kv_heads, qd = H * hd, start = static_cast<size_t>(s.start);
   check_shape(q, T, qd, "attention", "q");
   check_shape(out, T, qd, "attention", "out");
