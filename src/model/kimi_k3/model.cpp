@@ -224,8 +224,17 @@ Rows K3Model::forward_k3(K3Session& session, std::span<const uint32_t> tokens, b
     kda_log_->layers.resize(static_cast<size_t>(c_.num_hidden_layers));
   }
   // The expert pass ends however this pass does (a cancellation, an expert
-  // read error), or below, once the layers are done.
-  PassDriver pass(experts_, T, shape);
+  // read error), or below, once the layers are done. K3 tells on_layer
+  // before it asks `cancelled` (the driver asks first): a server pings on
+  // every ask, so the ask right after a layer's report carries that report,
+  // the last layer's included. So the driver gets the shape without
+  // on_layer (its cancelled forwarded through one captured reference, which
+  // std::function keeps without allocating) and the loop tells on_layer.
+  PassShape driver_shape;
+  driver_shape.slice_rows = shape.slice_rows;
+  driver_shape.poll_interval = shape.poll_interval;
+  if (shape.cancelled) driver_shape.cancelled = [&shape] { return shape.cancelled(); };
+  PassDriver pass(experts_, T, driver_shape);
   // Layer 1 has no PILOT prediction (layer 0 has no router): the previous
   // token's layer-1 route is the hint, read while layer 0 runs.
   if (lookahead_) {
@@ -249,6 +258,7 @@ Rows K3Model::forward_k3(K3Session& session, std::span<const uint32_t> tokens, b
   pass_ = &pass;
   try {
   for (int64_t i = 0; i < c_.num_hidden_layers; ++i) {
+    if (shape.on_layer) shape.on_layer(i);
     if (!pass.begin_layer(i)) return Rows();
     const LayerWeights& lw = w_.layers[static_cast<size_t>(i)];
     mix(anchors, h, lw.s_attn, x_attn);
