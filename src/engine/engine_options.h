@@ -1,12 +1,15 @@
 // How to run a model: threads for everyone; for a store, the RAM given to the
 // expert cache, the pinned tier, route lookahead and the reader's settings.
+// Included by the engine boundary (engine.h), so it includes nothing from io/:
+// the reader's settings are ReadSettings here, and the io/ReaderOptions the
+// streaming source is opened with is made from them where the store is opened
+// (engine/family_loading.cpp: reader_options).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 
-#include "io/expert_reader.h"
 #include "model/common/route_lookahead.h"
 
 namespace deltafin {
@@ -19,12 +22,24 @@ namespace deltafin {
 // 128 rows the batched products get too short (32 rows per expert here).
 inline constexpr int64_t kDefaultPrefillChunk = 128;
 
+// The expert reader's settings as a user gives them (io/expert_reader.h's
+// ReaderOptions documents each; the defaults are the same).
+struct ReadSettings {
+  std::string io = "uring";           // "uring" or "pread" (parse_io_engine checks it)
+  int queue_depth = 4;                // chunks in flight per drive
+  int prefetch_depth = 1;             // of them, at most this many prefetch chunks
+  uint64_t chunk_bytes = 4u << 20;    // multiple of 4096
+  double prefetch_max_wait_s = 0.25;  // a prefetch queued this long goes ahead of demand once
+  bool direct = true;                 // O_DIRECT; false = buffered (tests, tmpfs)
+  int verify_threads = 0;             // 0 = one per drive, at most the CPU count
+};
+
 struct EngineOptions {
   int threads = 1;
   std::optional<double> cache_gb;  // GB (10^9) for the evictable cache; unset = auto (memory_plan.h)
   double pin_gb = 0;               // GB for the pinned tier of the hottest experts
   LookaheadMode lookahead = LookaheadMode::Auto;
-  ReaderOptions reader;
+  ReadSettings reader;
   std::string trace;               // JSON-lines read trace, "" = none
   bool save_heat = true;           // write the updated heat histogram back to the store
   // Streamed stores (setup --stream): parallel downloads from the mirror and

@@ -34,6 +34,22 @@ std::string store_fingerprint(const std::string& dir) {
   return to_hex(sha256(id.data(), id.size()));
 }
 
+ReaderOptions reader_options(const ReadSettings& s) {
+  ReaderOptions r;
+  try {
+    r.engine = parse_io_engine(s.io);
+  } catch (const Error& e) {
+    fail("--io: ", e.what());
+  }
+  r.queue_depth = s.queue_depth;
+  r.prefetch_depth = s.prefetch_depth;
+  r.chunk_bytes = s.chunk_bytes;
+  r.prefetch_max_wait_s = s.prefetch_max_wait_s;
+  r.direct = s.direct;
+  r.verify_threads = s.verify_threads;
+  return r;
+}
+
 void open_streaming_experts(LoadedModel& m, const EngineOptions& o, int64_t experts_per_token, bool gate_by_idle,
                             const std::optional<FetchOptions>& fetch) {
   const StoreManifest& man = *m.manifest;
@@ -43,7 +59,7 @@ void open_streaming_experts(LoadedModel& m, const EngineOptions& o, int64_t expe
   StreamOptions so;
   so.cache_slots = m.memory.cache_slots;
   so.pinned_slots = m.memory.pinned_slots;
-  so.reader = o.reader;
+  so.reader = reader_options(o.reader);
   so.gate_prefetch_by_idle = gate_by_idle;
   if (fetch) {
     so.store_dir = m.store_dir;

@@ -26,6 +26,10 @@ std::string checkpoint_fingerprint(const std::string& dir);
 // spine format and every expert's hash).
 std::string store_fingerprint(const std::string& dir);
 
+// The reader options a store is opened with, from the user's settings; an
+// unknown I/O engine is an error naming --io.
+ReaderOptions reader_options(const ReadSettings& s);
+
 // What every store run opens once its manifest and memory plan are set: the
 // heat histogram, the monitor (and trace) and the streaming expert source
 // with its cache, warmed with the pinned experts; `fetch` for a store whose

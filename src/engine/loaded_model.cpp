@@ -1,10 +1,6 @@
 #include "engine/loaded_model.h"
 
-#include <algorithm>
-#include <sstream>
-
-#include "util/error.h"
-#include "util/progress.h"
+#include "remote/expert_fetcher.h"
 
 namespace deltafin {
 
@@ -12,24 +8,22 @@ void LoadedModel::save_heat() {
   if (heat && !store_dir.empty()) heat->save(store_dir);
 }
 
-std::string LoadedModel::describe() const {
-  std::ostringstream o;
-  o << (family ? family->name : "?") << "; spine " << spine_format;
-  if (spine_format != "bf16") o << " (NOT weight-exact: int8-row spine)";
-  if (!stream) {
-    o << "; experts resident";
-  } else {
-    o << "; experts streamed from " << manifest->drives.size() << " drive(s), cache "
-      << human_bytes(static_cast<double>(memory.cache_bytes())) << ", lookahead "
-      << lookahead_mode_name(route_lookahead() ? route_lookahead()->mode() : LookaheadMode::Off) << ", io "
-      << io_engine_name(stream->reader().engine());
-    if (const ExpertFetcher* f = stream->fetcher()) {
-      o << "; missing experts fetched from " << f->url() << " (" << f->local_experts() << " on the drives";
-      if (f->disk_budget_bytes()) o << ", disk budget " << human_bytes(static_cast<double>(f->disk_budget_bytes()));
-      o << ")";
-    }
-  }
-  return o.str();
+ModelInfo LoadedModel::info() const {
+  ModelInfo i;
+  i.family = family ? family->name : "?";
+  i.spine_format = spine_format;
+  i.load_seconds = load_seconds;
+  i.memory = memory;
+  i.expert_bytes = manifest ? manifest->expert_bytes : 0;
+  if (!stream) return i;
+  StreamInfo& s = i.stream.emplace();
+  s.drives = manifest->drives.size();
+  s.lookahead = route_lookahead() ? route_lookahead()->mode() : LookaheadMode::Off;
+  s.io_engine = io_engine_name(stream->reader().engine());
+  s.io_note = stream->reader().engine_note();
+  if (const ExpertFetcher* f = stream->fetcher())
+    s.mirror = StreamInfo::Mirror{f->url(), static_cast<uint64_t>(f->local_experts()), f->disk_budget_bytes()};
+  return i;
 }
 
 }  // namespace deltafin

@@ -15,6 +15,7 @@
 
 #include "engine/engine_options.h"
 #include "engine/memory_plan.h"
+#include "engine/run_stats.h"
 #include "engine/streaming_source.h"
 #include "model/common/causal_model.h"
 #include "model/common/chat_format.h"
@@ -68,9 +69,9 @@ struct LoadedModel {
 
   // Writes the heat histogram back to the store (atomically), if streaming.
   void save_heat();
-  // One line for outputs that report configuration: family, spine format
-  // (with the int8-row warning), experts source, cache, lookahead, I/O engine.
-  std::string describe() const;
+  // What the model is and where its experts come from, as data (the lines
+  // that report it are bench/run_report.h's describe_model).
+  ModelInfo info() const;
 };
 
 }  // namespace deltafin

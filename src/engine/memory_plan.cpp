@@ -46,15 +46,4 @@ MemoryPlan plan_memory(uint64_t spine_bytes, uint64_t record_bytes, uint64_t exp
   return p;
 }
 
-std::string MemoryPlan::describe() const {
-  std::ostringstream o;
-  o << "memory: spine " << human_bytes(spine_bytes) << " + expert cache " << human_bytes(cache_bytes()) << " ("
-    << cache_slots << " slots of " << human_bytes(slot_bytes) << (cache_auto ? ", auto" : "") << ", at least "
-    << working_slots << " for one layer's reads and prefetch)";
-  if (pinned_slots) o << " + pinned " << human_bytes(pinned_bytes()) << " (" << pinned_slots << " hottest experts)";
-  o << " = " << human_bytes(spine_bytes + cache_bytes() + pinned_bytes()) << "; expert bank "
-    << human_bytes(expert_bank_bytes) << "; RAM available " << human_bytes(ram_available);
-  return o.str();
-}
-
 }  // namespace deltafin

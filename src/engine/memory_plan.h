@@ -19,7 +19,6 @@ struct MemoryPlan {
   bool cache_auto = false;
   uint64_t cache_bytes() const { return cache_slots * slot_bytes; }
   uint64_t pinned_bytes() const { return pinned_slots * slot_bytes; }
-  std::string describe() const;
 };
 
 // Bytes of RAM this process may use: what the system has available (Linux's

@@ -10,9 +10,9 @@
 #include "engine/prefill.h"
 #include "engine/prompt_cache.h"
 #include "engine/prompt_disk_cache.h"
+#include "engine/stats_collector.h"
 #include "model/loaders/drafter_factory.h"
 #include "model/loaders/family_loaders.h"
-#include "runtime/run_report.h"
 #include "speculative/speculative_generate.h"
 #include "util/error.h"
 
@@ -67,6 +67,7 @@ struct Engine::Impl {
   std::atomic<int64_t> prompt_tokens{0}, prefill_done{0}, generated{0};
   mutable std::mutex totals_mu;
   Totals totals;
+  std::atomic<int> step_delay_ms{0}, prefill_delay_ms{0};  // EngineTestHooks
   int heat_unsaved_requests = 0;
   Clock::time_point heat_saved_at = Clock::now();
 
@@ -76,7 +77,7 @@ struct Engine::Impl {
         o(std::move(settings)),
         shutdown(stop),
         cache(m->causal(), o.prompt_cache_entries, o.prompt_cache_bytes),
-        drafters(o.draft, *m, o.dspark_dir, o.draft_model_dir) {
+        drafters(o.draft, *m) {
     if (!o.prompt_cache_dir.empty() && o.prompt_cache_disk_bytes > 0)
       disk = std::make_unique<PromptDiskCache>(o.prompt_cache_dir, o.prompt_cache_disk_bytes, m->fingerprint,
                                                m->causal());
@@ -128,8 +129,10 @@ struct Engine::Impl {
     return m->causal().new_session();
   }
 
-  Outcome run(const std::vector<uint32_t>& prompt, bool chat, int64_t max_new,
-              const std::function<bool(uint32_t)>& on_token, const std::function<bool()>& cancelled);
+  Outcome run(const GenerateRequest& request, const std::function<bool(uint32_t)>& on_token,
+              const std::function<bool()>& cancelled);
+  RunStats run_stats(const RunStatsCollector& collector, const GenerateStats& st, const SpecStats& spec,
+                     const std::string& drafter, const ModelSession& session) const;
 
   void note_disk_totals() {
     if (!disk) return;
@@ -148,8 +151,32 @@ struct Engine::Impl {
   }
 };
 
-Outcome Engine::Impl::run(const std::vector<uint32_t>& prompt, bool chat, int64_t max_new,
-                          const std::function<bool(uint32_t)>& on_token, const std::function<bool()>& cancelled) {
+// The figures of a finished generation, as data (the callers format them).
+RunStats Engine::Impl::run_stats(const RunStatsCollector& collector, const GenerateStats& st, const SpecStats& spec,
+                                 const std::string& drafter, const ModelSession& session) const {
+  RunStats r;
+  r.model = m->info();
+  r.generate = st;
+  r.session_bytes = session.bytes();
+  r.session_length = session.length();
+  r.session_fixed_bytes = m->summary().session_fixed_bytes;
+  r.session_bytes_per_position = m->summary().session_bytes_per_position;
+  r.drafter = drafter;
+  r.spec = spec;
+  r.steps = collector.steps();
+  r.prefill = collector.prefill_totals();
+  r.mirror = collector.mirror_totals();
+  if (m->stream)
+    if (const RouteLookaheadReport* look = m->route_lookahead()) r.lookahead_gates = look->describe_gates();
+  r.peak_rss_bytes = peak_rss_bytes();
+  return r;
+}
+
+Outcome Engine::Impl::run(const GenerateRequest& request, const std::function<bool(uint32_t)>& on_token,
+                          const std::function<bool()>& cancelled) {
+  const std::vector<uint32_t>& prompt = request.prompt;
+  const bool chat = request.chat;
+  const int64_t max_new = request.max_new;
   const auto t0 = Clock::now();
   CausalModel& model = m->causal();
   Outcome out;
@@ -202,7 +229,7 @@ Outcome Engine::Impl::run(const std::vector<uint32_t>& prompt, bool chat, int64_
   p.max_new = max_new;
   p.context_limit = context_limit;
   p.eos = chat && m->chat() ? m->chat()->end_tokens() : m->eos;
-  p.ignore_eos = o.ignore_eos;
+  p.ignore_eos = request.stop.ignore_end_token;
   p.prefill_group = o.prefill_group;
   p.stop = shutdown;
   bool stopped_by_caller = false;
@@ -210,7 +237,7 @@ Outcome Engine::Impl::run(const std::vector<uint32_t>& prompt, bool chat, int64_
   p.prefill_chunk = o.prefill_chunk;
   p.on_prefill_progress = [&](int64_t done) {
     prefill_done.store(done);
-    if (o.prefill_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.prefill_delay_ms));
+    if (const int ms = prefill_delay_ms.load(); ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   };
   p.prompt_done = reused;
   // Without a RAM cache (`run`: one request) the n - 1 pause would only cost
@@ -225,7 +252,7 @@ Outcome Engine::Impl::run(const std::vector<uint32_t>& prompt, bool chat, int64_
   };
 
   std::optional<RunStatsCollector> collector;
-  if (o.report) p.observer = &collector.emplace(*m);
+  if (request.collect_stats) p.observer = &collector.emplace(*m);
 
   std::vector<uint32_t> history = prompt;  // the prompt and every token chosen; the session holds a prefix
   SpecParams sp;
@@ -249,7 +276,7 @@ Outcome Engine::Impl::run(const std::vector<uint32_t>& prompt, bool chat, int64_
     }
     ++out.completion_tokens;
     generated.store(out.completion_tokens);
-    if (o.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.step_delay_ms));
+    if (const int ms = step_delay_ms.load(); ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     if (!on_token(id)) stopped_by_caller = true;
   });
   switch (st.reason) {
@@ -259,12 +286,7 @@ Outcome Engine::Impl::run(const std::vector<uint32_t>& prompt, bool chat, int64_
     case StopReason::Interrupted: out.finish = Finish::Cancelled; break;
   }
   if (stopped_by_caller) out.finish = Finish::Stopped;  // the caller's stop wins, as it came first
-  if (collector) {
-    collector->ttft_ms = st.ttft_seconds * 1e3;
-    const RunReportInput report{*m, st, spec, out.drafter, *collector, session->bytes(), session->length()};
-    out.report_text = run_report_text(report);
-    out.report_json = run_report_json(report);
-  }
+  if (collector) out.stats = run_stats(*collector, st, spec, out.drafter, *session);
   if (st.new_tokens == 0) {  // cancelled in the prefill: nothing kept in RAM, the disk state (if reached) kept
     keep_on_disk.now();
     note_disk_totals();
@@ -321,32 +343,23 @@ int64_t Engine::max_tokens_ceiling() const { return impl_->o.max_tokens_ceiling;
 std::string Engine::drafter() const { return impl_->drafters.describe(); }
 bool Engine::shutting_down() const { return impl_->shutdown && impl_->shutdown->load(); }
 void Engine::save_heat() { impl_->m->save_heat(); }
-std::string Engine::describe() const { return impl_->m->describe(); }
+ModelInfo Engine::model_info() const { return impl_->m->info(); }
 bool Engine::weight_exact() const { return impl_->m->spine_format == "bf16"; }
 double Engine::load_seconds() const { return impl_->m->load_seconds; }
 
-std::string Engine::load_report() const {
-  const LoadedModel& m = *impl_->m;
-  if (!m.stream) return "";
-  std::string out = m.memory.describe() + "\n";
-  if (!m.stream->reader().engine_note().empty()) out += "note: " + m.stream->reader().engine_note() + "\n";
-  return out;
-}
-
 // The session's share of the memory plan: what one request may hold, and so
 // the longest context this engine takes (a longer prompt is refused).
-std::string Engine::session_report() const {
+SessionInfo Engine::session_info() const {
   const ModelSummary& c = impl_->m->summary();
-  const char* why = impl_->o.context_limit > 0         ? "--context"
-                    : impl_->context_limit < c.context ? "what the budget holds"
-                                                       : "the model's own limit";
-  char line[256];
-  std::snprintf(line, sizeof line,
-                "session: budget %.1f MB, %llu B per position + %.1f MB fixed; context limit %lld positions (%s)\n",
-                static_cast<double>(impl_->session_budget) / 1e6,
-                static_cast<unsigned long long>(c.session_bytes_per_position),
-                static_cast<double>(c.session_fixed_bytes) / 1e6, static_cast<long long>(impl_->context_limit), why);
-  return line;
+  SessionInfo s;
+  s.budget_bytes = impl_->session_budget;
+  s.bytes_per_position = c.session_bytes_per_position;
+  s.fixed_bytes = c.session_fixed_bytes;
+  s.context_limit = impl_->context_limit;
+  s.limit_by = impl_->o.context_limit > 0         ? SessionInfo::LimitBy::Option
+               : impl_->context_limit < c.context ? SessionInfo::LimitBy::Budget
+                                                  : SessionInfo::LimitBy::Model;
+  return s;
 }
 
 std::vector<float> Engine::logits(const std::vector<uint32_t>& tokens, size_t step) {
@@ -364,9 +377,14 @@ std::vector<float> Engine::logits(const std::vector<uint32_t>& tokens, size_t st
   return out;
 }
 
-Outcome Engine::generate(const std::vector<uint32_t>& prompt, bool chat, int64_t max_new,
-                         const std::function<bool(uint32_t)>& on_token, const std::function<bool()>& cancelled) {
-  return impl_->run(prompt, chat, max_new, on_token, cancelled);
+Outcome Engine::generate(const GenerateRequest& request, const std::function<bool(uint32_t)>& on_token,
+                         const std::function<bool()>& cancelled) {
+  return impl_->run(request, on_token, cancelled);
+}
+
+void Engine::set_test_hooks(const EngineTestHooks& hooks) {
+  impl_->step_delay_ms.store(hooks.step_delay_ms);
+  impl_->prefill_delay_ms.store(hooks.prefill_delay_ms);
 }
 
 Engine::Progress Engine::progress() const {

@@ -10,7 +10,10 @@
 //
 // The header is narrow on purpose (antirez's ds4.h is the model): no
 // tensors, sessions, caches or family types; a model's family shows only
-// through its name, its ChatFormat and its TokenText.
+// through its name, its ChatFormat and its TokenText. It is typed and formats
+// no text: a request is a GenerateRequest, what the engine reports is data
+// (ModelInfo, SessionInfo, RunStats: engine/run_stats.h) that its callers
+// format (bench/run_report.h), and it includes nothing from io/.
 #pragma once
 
 #include <atomic>
@@ -21,7 +24,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/draft_spec.h"
 #include "engine/engine_options.h"
+#include "engine/run_stats.h"
 #include "model/common/chat_format.h"
 #include "tokenizer/token_text.h"
 
@@ -29,6 +34,7 @@ namespace deltafin {
 
 struct LoadedModel;
 
+// What a user sets.
 struct EngineSettings {
   int64_t max_tokens_ceiling = 4096;          // the most one request may generate
   size_t prompt_cache_entries = 4;            // states kept in RAM for prompt reuse
@@ -38,14 +44,33 @@ struct EngineSettings {
   int64_t context_limit = 0;                  // positions a session may hold; 0 = what the session budget holds
   uint64_t session_budget_bytes = 0;          // RAM for the running request's session; 0 = derived (engine.cpp)
   int64_t prefill_chunk = 64;                 // rows per prefill slice (engine/prefill.h)
-  int step_delay_ms = 0;                      // tests only: sleep per token
-  int prefill_delay_ms = 0;                   // tests only: sleep at each prefill progress report (each layer of each pass)
-  std::string draft = "auto";                 // the drafter for every request (model/loaders/drafter_factory.h)
-  std::string dspark_dir, draft_model_dir;    // what "auto" may choose from
+  DraftSpec draft;                            // the drafter for every request (model/loaders/drafter_factory.h)
   int draft_k = 0;                            // tokens drafted per step, 0 = the controller adapts
   int64_t prefill_group = 0;                  // positions per layer-major pass (0 = engine/prefill.h's default)
-  bool ignore_eos = false;                    // benchmarks: generate past the end token, to the budget
-  bool report = false;                        // fill Outcome::report_text/json (what `run --stats` prints)
+};
+
+// Tests only (Engine::set_test_hooks): slow a generation down so that a test
+// can see it running, cancel it or queue behind it. No user option sets
+// these; `serve` reads them from DELTAFIN_SERVE_STEP_DELAY_MS and
+// DELTAFIN_SERVE_PREFILL_DELAY_MS for the tests that drive the binary.
+struct EngineTestHooks {
+  int step_delay_ms = 0;     // sleep per token
+  int prefill_delay_ms = 0;  // sleep at each prefill progress report (each layer of each pass)
+};
+
+// What ends a generation besides max_new, the context limit and the caller.
+struct StopRule {
+  // false: the turn ends at its end token (a chat's end-of-turn tokens, a raw
+  // completion's model end tokens); true: benchmarks generate past it, to max_new.
+  bool ignore_end_token = false;
+};
+
+struct GenerateRequest {
+  std::vector<uint32_t> prompt;  // non-empty, below context_limit()
+  bool chat = false;             // a prompt rendered by chat(): ends at its end-of-turn token, drafted as a chat
+  int64_t max_new = 0;           // the most tokens to generate
+  StopRule stop;
+  bool collect_stats = false;    // fill Outcome::stats (`run --stats`): per-step figures cost a little
 };
 
 enum class Finish { Eos, Length, Stopped, Cancelled };
@@ -59,10 +84,10 @@ struct Outcome {
   double prefill_seconds = 0, seconds = 0;
   std::string drafter;  // the drafter this request used ("none" = plain decoding)
   std::optional<uint32_t> end_token;  // the end token that finished the turn (not handed to on_token)
-  // With EngineSettings::report: per-token times, prefill and TTFT, session
-  // bytes, speculation, and for a streamed store every step's I/O, the
-  // totals and route lookahead's gates (text); every step's figures (JSON).
-  std::string report_text, report_json;
+  // With GenerateRequest::collect_stats: per-token times, prefill and TTFT,
+  // session bytes, speculation, and for a streamed store every step's I/O,
+  // the totals and route lookahead's gates.
+  std::optional<RunStats> stats;
 };
 
 class Engine {
@@ -92,14 +117,12 @@ public:
   uint64_t session_bytes(int64_t positions, int64_t prompt) const;
   int64_t max_tokens_ceiling() const;
   std::string drafter() const;      // the drafting choice, for logs
-  // One line: family, spine format (with the int8-row warning), where the
-  // experts come from, cache, lookahead, I/O engine.
-  std::string describe() const;
-  // A streamed store's memory plan and any note from the reader ("" resident).
-  std::string load_report() const;
-  // One line: the session budget, bytes per position and fixed, and the
-  // context limit with what set it (--context, the budget, the model).
-  std::string session_report() const;
+  // What the model is: family, spine format, where the experts come from,
+  // cache, lookahead, I/O engine, a streamed store's memory plan.
+  ModelInfo model_info() const;
+  // The session budget, bytes per position and fixed, and the context limit
+  // with what set it (--context, the budget, the model).
+  SessionInfo session_info() const;
   bool weight_exact() const;        // false for an int8-row spine
   double load_seconds() const;
 
@@ -108,13 +131,17 @@ public:
   // not depend on the step (design.md §5). Keeps nothing for reuse.
   std::vector<float> logits(const std::vector<uint32_t>& tokens, size_t step);
 
-  // Generates from `prompt` (non-empty, below context_limit()): at most
-  // max_new tokens, ending at the chat's end-of-turn token (`chat`) or the
-  // model's end token. on_token(id) gets each token and returns false to
-  // stop there (a stop string, a client gone); `cancelled` is asked between
-  // prefill passes and after each token. Not reentrant: one caller at a time.
-  Outcome generate(const std::vector<uint32_t>& prompt, bool chat, int64_t max_new,
-                   const std::function<bool(uint32_t)>& on_token, const std::function<bool()>& cancelled);
+  // Generates from request.prompt: at most request.max_new tokens, ending
+  // at the chat's end-of-turn token (request.chat) or the model's end token
+  // unless request.stop says otherwise. on_token(id) gets each token and
+  // returns false to stop there (a stop string, a client gone); `cancelled`
+  // (may be empty) is asked between prefill passes and after each token. Not
+  // reentrant: one caller at a time.
+  Outcome generate(const GenerateRequest& request, const std::function<bool(uint32_t)>& on_token,
+                   const std::function<bool()>& cancelled = nullptr);
+
+  // Tests only: see EngineTestHooks. Safe while a generation runs.
+  void set_test_hooks(const EngineTestHooks& hooks);
 
   // What the running generation is doing, for /health.
   struct Progress {

@@ -10,11 +10,6 @@
 
 namespace deltafin {
 
-double SpecStats::tokens_per_step() const {
-  const int64_t steps = plain_steps + rounds;
-  return steps ? static_cast<double>(plain_steps + round_tokens) / steps : 0.0;
-}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;

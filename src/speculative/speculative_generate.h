@@ -20,16 +20,8 @@ struct SpecParams {
   int fixed_k = 0;  // > 0: draft exactly this many each step (benchmarks); 0: the controller adapts
 };
 
-struct SpecStats {
-  int64_t plain_steps = 0, rounds = 0;         // one-position steps; verification passes
-  int64_t drafted = 0, accepted = 0;           // draft tokens proposed / accepted in rounds
-  int64_t round_tokens = 0;                    // tokens emitted by rounds (accepted + the target's own)
-  double draft_seconds = 0, round_seconds = 0, plain_seconds = 0;
-  std::array<int64_t, DraftController::kMaxDraft + 1> rounds_by_k{};  // rounds per number drafted
-  double acceptance() const { return drafted ? static_cast<double>(accepted) / drafted : 0.0; }
-  // Decode tokens (after the first) per decode step, rounds and plain steps together.
-  double tokens_per_step() const;
-};
+// SpecStats, speculation's figures: engine/run_stats.h.
+static_assert(DraftController::kMaxDraft == kMaxDraftTokens, "SpecStats::rounds_by_k holds a count per k");
 
 // on_token and the stop rules are those of generate(); `on_logits`, when set,
 // is told the logits row behind every emitted token (tests compare it with

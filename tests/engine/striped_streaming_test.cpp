@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "model/kimi_k3/load/loaded_k3.h"
+#include "engine/family_loading.h"
 #include "engine/streaming_source.h"
 #include "model/kimi_k3/checkpoint.h"
 #include "io/aligned_buffer.h"
@@ -176,7 +177,7 @@ EngineOptions engine_options(Cache cache, LookaheadMode la, IoEngine io, int thr
   // far fewer than the 320 experts); All: every expert fits.
   o.cache_gb = cache == Cache::None ? 0.0 : cache == Cache::Small ? 48.0 * static_cast<double>(round_up_direct(kRecord)) / 1e9 : 1.0;
   o.lookahead = la;
-  o.reader.engine = io;
+  o.reader.io = io_engine_name(io);
   o.reader.queue_depth = 2;
   o.reader.chunk_bytes = 8192;  // stripes of 12288 bytes take two chunks
   o.save_heat = false;
@@ -190,7 +191,7 @@ EngineOptions engine_options(const Case& c) { return engine_options(c.cache, c.l
 StreamOptions source_options(size_t cache_slots, IoEngine io) {
   StreamOptions so;
   so.cache_slots = cache_slots;
-  so.reader = engine_options(Cache::None, LookaheadMode::Off, io, 1).reader;
+  so.reader = reader_options(engine_options(Cache::None, LookaheadMode::Off, io, 1).reader);
   return so;
 }
 

@@ -13,7 +13,7 @@
 #include <set>
 
 #include "model/kimi_k3/load/loaded_k3.h"
-#include "engine/run_stats.h"
+#include "engine/stats_collector.h"
 #include "model/kimi_k3/generator.h"
 #include "speculative/ngram_drafter.h"
 #include "speculative/speculative_generate.h"
