@@ -1,4 +1,4 @@
-#include "speculative/speculative_generate.h"
+#include "engine/speculative_generate.h"
 #include "bench/bench_runner.h"
 
 #include <fcntl.h>
@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "bench/run_report.h"
-#include "engine/memory_plan.h"
+#include "experts/memory_plan.h"
 #include "platform/files.h"
 #include "store/store_manifest.h"
 #include "util/error.h"

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/loaded_model.h"
+#include "load/loaded_model.h"
 #include "engine/stats_collector.h"
 
 namespace deltafin {

@@ -6,7 +6,7 @@
 #include "cli/token_list.h"
 #include "cli/model_options.h"
 #include "bench/run_report.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "format/npy.h"
 #include "util/error.h"
 

@@ -9,7 +9,7 @@
 #include "cli/token_list.h"
 #include "bench/run_report.h"
 #include "model/loaders/drafter_factory.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "tokenizer/stream_decoder.h"
 #include "util/error.h"
 #include "util/file.h"

@@ -13,7 +13,7 @@
 #include "bench/run_report.h"
 #include "model/loaders/drafter_factory.h"
 #include "platform/poller.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "server/http_server.h"
 #include "util/error.h"
 

@@ -3,7 +3,7 @@
 #include "cli/commands.h"
 
 #include "model/loaders/family_loaders.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "io/expert_reader.h"
 #include "util/error.h"
 

@@ -1,4 +1,4 @@
-// What the generation loop (speculative/speculative_generate.h: plain decoding is its
+// What the generation loop (engine/speculative_generate.h: plain decoding is its
 // step with no drafter) is told and reports: prefill the prompt, then greedy
 // decoding until the end-of-message token, the token budget, the context
 // limit or an interrupt. Greedy is the only decoding (k3-model.md §7.8).

@@ -1,5 +1,5 @@
-// What the engine reports, as data: the model as loaded (ModelInfo), a
-// session's limits (SessionInfo) and one generation's figures (RunStats:
+// What the engine reports, as data: the model as loaded (ModelInfo,
+// load/model_info.h), a session's limits (SessionInfo) and one generation's figures (RunStats:
 // per-token times, prefill and TTFT, the session's bytes, how speculation
 // went, and for a streamed store every step's I/O, the totals and route
 // lookahead's gates). The engine formats none of it: `run --stats`,
@@ -13,8 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/memory_plan.h"
-#include "model/common/route_lookahead.h"
+#include "load/model_info.h"
 
 namespace deltafin {
 
@@ -31,7 +30,7 @@ struct GenerateStats {
   StopReason reason = StopReason::MaxNew;
 };
 
-// Speculation's figures (speculative/speculative_generate.h).
+// Speculation's figures (engine/speculative_generate.h).
 inline constexpr int kMaxDraftTokens = 7;  // the most tokens one round drafts (DraftController::kMaxDraft)
 struct SpecStats {
   int64_t plain_steps = 0, rounds = 0;         // one-position steps; verification passes
@@ -81,31 +80,6 @@ struct MirrorTotals {
   uint64_t evicted = 0, evicted_bytes = 0, not_kept = 0, install_failed = 0;
   std::string last_install_error;
   double seconds = 0;
-};
-
-// Where a streamed model's experts come from.
-struct StreamInfo {
-  size_t drives = 0;
-  LookaheadMode lookahead = LookaheadMode::Off;
-  std::string io_engine;  // the reader's engine in use ("uring", "pread")
-  std::string io_note;    // why the reader uses another engine than asked ("" = none)
-  struct Mirror {
-    std::string url;
-    uint64_t local_experts = 0;      // experts on the drives
-    uint64_t disk_budget_bytes = 0;  // 0 = none
-  };
-  std::optional<Mirror> mirror;      // a store whose missing experts are fetched
-};
-
-// The model as loaded.
-struct ModelInfo {
-  std::string family;                 // FamilyInfo::name
-  std::string spine_format = "bf16";  // "bf16" or "int8-row" (not weight-exact)
-  double load_seconds = 0;
-  MemoryPlan memory;                  // a streamed store's (all 0 resident)
-  uint64_t expert_bytes = 0;          // one expert record (0 resident)
-  std::optional<StreamInfo> stream;   // none: every expert resident
-  bool weight_exact() const { return spine_format == "bf16"; }
 };
 
 // What one request's session may hold.

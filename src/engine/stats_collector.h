@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engine/generate.h"
-#include "engine/loaded_model.h"
+#include "load/loaded_model.h"
 #include "engine/run_stats.h"
 
 namespace deltafin {

@@ -12,7 +12,7 @@
 #include <set>
 
 #include "engine/generate.h"
-#include "speculative/speculative_generate.h"
+#include "engine/speculative_generate.h"
 #include "model/kimi_k3/load/loaded_k3.h"
 #include "model/loaders/family_loaders.h"
 #include "engine/prefill.h"

@@ -27,12 +27,12 @@
 #include <vector>
 
 #include "engine/generate.h"
-#include "speculative/speculative_generate.h"
+#include "engine/speculative_generate.h"
 #include "model/kimi_k3/load/loaded_k3.h"
 #include "model/kimi_k3/generator.h"
 #include "model/kimi_k3/chat/chat_encode.h"
 #include "model/kimi_k3/chat/chat_template.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "server/http_test_client.h"
 #include "server/in_process_server.h"
 #include "server/shared_test_model.h"

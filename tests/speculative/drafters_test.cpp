@@ -16,7 +16,7 @@
 #include "model/k3_dspark/drafter/dspark_drafter.h"
 #include "model/k3_dspark/generator.h"
 #include "model/qwen3/drafter/model_drafter.h"
-#include "speculative/speculative_generate.h"
+#include "engine/speculative_generate.h"
 #include "speculative/plain_decode.h"
 #include "support/family_model.h"
 #include "support/session_compare.h"

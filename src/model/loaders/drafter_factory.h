@@ -1,4 +1,4 @@
-// `--draft` specs (engine/draft_spec.h) to drafters. What a spec needs from disk (DSpark weights, a
+// `--draft` specs (speculative/draft_spec.h) to drafters. What a spec needs from disk (DSpark weights, a
 // draft model) is loaded once by the factory; make() gives each request its
 // own drafter (its own n-gram index, DSpark context, draft-model cache).
 //   none         plain decoding
@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/draft_spec.h"
-#include "engine/loaded_model.h"
+#include "speculative/draft_spec.h"
+#include "load/loaded_model.h"
 #include "speculative/drafter.h"
 
 namespace deltafin {

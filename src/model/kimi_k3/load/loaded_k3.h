@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "engine/engine_options.h"
-#include "engine/loaded_model.h"
+#include "load/engine_options.h"
+#include "load/loaded_model.h"
 #include "model/kimi_k3/chat_format.h"
 #include "model/kimi_k3/config.h"
 #include "model/kimi_k3/lookahead.h"

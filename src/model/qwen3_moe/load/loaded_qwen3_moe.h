@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "engine/engine_options.h"
-#include "engine/loaded_model.h"
+#include "load/engine_options.h"
+#include "load/loaded_model.h"
 #include "model/qwen3/qwen3_chat.h"
 #include "model/qwen3_moe/qwen3_moe_model.h"
 #include "tokenizer/hf_tokenizer.h"

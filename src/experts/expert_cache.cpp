@@ -1,4 +1,4 @@
-#include "cache/expert_cache.h"
+#include "experts/expert_cache.h"
 
 #include "util/error.h"
 

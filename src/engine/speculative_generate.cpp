@@ -1,11 +1,11 @@
-#include "speculative/speculative_generate.h"
+#include "engine/speculative_generate.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include "engine/prefill.h"
 #include "model/common/greedy.h"
-#include "speculative/speculative_stepper.h"
+#include "engine/speculative_stepper.h"
 #include "util/error.h"
 
 namespace deltafin {

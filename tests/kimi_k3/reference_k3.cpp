@@ -1,5 +1,5 @@
 // Float64 reference forward pass, straight from k3-model.md §4-§7. See the header.
-#include "model/reference_k3.h"
+#include "kimi_k3/reference_k3.h"
 
 #include <algorithm>
 #include <cmath>

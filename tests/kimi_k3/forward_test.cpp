@@ -12,7 +12,7 @@
 #include "model/kimi_k3/load/loaded_k3.h"
 #include "kernels/isa.h"
 #include "model/kimi_k3/generator.h"
-#include "model/reference_k3.h"
+#include "kimi_k3/reference_k3.h"
 #include "support/test_support.h"
 
 using namespace deltafin;

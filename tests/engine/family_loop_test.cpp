@@ -18,7 +18,7 @@
 #include "model/qwen3_moe/qwen3_moe_generator.h"
 #include "model/qwen3_moe/qwen3_moe_model.h"
 #include "speculative/ngram_drafter.h"
-#include "speculative/speculative_generate.h"
+#include "engine/speculative_generate.h"
 #include "speculative/verifier.h"
 #include "support/test_support.h"
 #include "util/error.h"

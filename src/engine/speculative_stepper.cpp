@@ -1,10 +1,10 @@
-#include "speculative/speculative_stepper.h"
+#include "engine/speculative_stepper.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include "model/common/greedy.h"
-#include "speculative/speculative_generate.h"
+#include "engine/speculative_generate.h"
 #include "util/error.h"
 
 namespace deltafin {

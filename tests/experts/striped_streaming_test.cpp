@@ -22,8 +22,8 @@
 #include <thread>
 
 #include "model/kimi_k3/load/loaded_k3.h"
-#include "engine/family_loading.h"
-#include "engine/streaming_source.h"
+#include "load/family_loading.h"
+#include "experts/streaming_source.h"
 #include "model/kimi_k3/checkpoint.h"
 #include "io/aligned_buffer.h"
 #include "io/monitor.h"

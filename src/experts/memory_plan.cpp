@@ -1,4 +1,4 @@
-#include "engine/memory_plan.h"
+#include "experts/memory_plan.h"
 
 #include <algorithm>
 

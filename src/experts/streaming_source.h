@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cache/expert_cache.h"
+#include "experts/expert_cache.h"
 #include "io/expert_reader.h"
 #include "remote/expert_fetcher.h"
 #include "model/common/expert_source.h"
@@ -46,7 +46,7 @@ struct StreamCounters {
 };
 
 struct StreamOptions {
-  size_t cache_slots = 0;      // evictable slots (>= working set, see engine/memory_plan)
+  size_t cache_slots = 0;      // evictable slots (>= working set, see experts/memory_plan)
   size_t pinned_slots = 0;
   ReaderOptions reader;
   // A streamed store (manifest.remote): experts not on the drives are fetched

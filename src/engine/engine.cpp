@@ -1,4 +1,4 @@
-#include "runtime/engine.h"
+#include "engine/engine.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,14 +6,14 @@
 #include <thread>
 
 #include "engine/generate.h"
-#include "engine/loaded_model.h"
+#include "load/loaded_model.h"
 #include "engine/prefill.h"
 #include "engine/prompt_cache.h"
 #include "engine/prompt_disk_cache.h"
 #include "engine/stats_collector.h"
 #include "model/loaders/drafter_factory.h"
 #include "model/loaders/family_loaders.h"
-#include "speculative/speculative_generate.h"
+#include "engine/speculative_generate.h"
 #include "util/error.h"
 
 namespace deltafin {

@@ -1,4 +1,4 @@
-#include "engine/loaded_model.h"
+#include "load/loaded_model.h"
 
 #include "remote/expert_fetcher.h"
 

@@ -1,7 +1,7 @@
 // Tests of the float64 reference forward pass itself: its single ops against
 // hand-computed values, then whole passes over generated tiny checkpoints
 // (finite, activations O(1), causal, deterministic, forced routes).
-#include "model/reference_k3.h"
+#include "kimi_k3/reference_k3.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The expert cache's slot state machine and eviction policy, with hand-built
 // scenarios whose right answer follows from the stated rules.
-#include "cache/expert_cache.h"
+#include "experts/expert_cache.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // generations on it one at a time: the caller hands the whole prompt and a
 // token budget; the engine reuses the longest prefix it has kept (in RAM,
 // or on disk with --prompt-cache-dir), prefills the rest, decodes through
-// the one generation loop (speculative/speculative_generate.h: plain decoding is
+// the one generation loop (engine/speculative_generate.h: plain decoding is
 // its step with no drafter, speculation its step with one), reports each
 // token, and keeps the final state for the next prompt that shares it. It
 // says how much it reused (Outcome::cached_tokens).
@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/draft_spec.h"
-#include "engine/engine_options.h"
+#include "speculative/draft_spec.h"
+#include "load/engine_options.h"
 #include "engine/run_stats.h"
 #include "model/common/chat_format.h"
 #include "tokenizer/token_text.h"

@@ -3,7 +3,7 @@
 // Included by the engine boundary (engine.h), so it includes nothing from io/:
 // the reader's settings are ReadSettings here, and the io/ReaderOptions the
 // streaming source is opened with is made from them where the store is opened
-// (engine/family_loading.cpp: reader_options).
+// (load/family_loading.cpp: reader_options).
 #pragma once
 
 #include <cstdint>

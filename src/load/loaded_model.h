@@ -13,10 +13,10 @@
 #include <optional>
 #include <string>
 
-#include "engine/engine_options.h"
-#include "engine/memory_plan.h"
-#include "engine/run_stats.h"
-#include "engine/streaming_source.h"
+#include "load/engine_options.h"
+#include "experts/memory_plan.h"
+#include "load/model_info.h"
+#include "experts/streaming_source.h"
 #include "model/common/causal_model.h"
 #include "model/common/chat_format.h"
 #include "model/registry.h"

@@ -1,4 +1,4 @@
-#include "engine/prefetch_gate.h"
+#include "experts/prefetch_gate.h"
 
 #include <cmath>
 

@@ -18,7 +18,7 @@
 #include "model/kimi_k3/generator.h"
 #include "model/k3_dspark/generator.h"
 #include "model/k3_dspark/model.h"
-#include "speculative/reference_dspark.h"
+#include "k3_dspark/reference_dspark.h"
 #include "support/test_support.h"
 #include "util/error.h"
 #include "util/file.h"

@@ -1,4 +1,4 @@
-#include "engine/family_loading.h"
+#include "load/family_loading.h"
 
 #include <algorithm>
 #include <filesystem>

@@ -1,4 +1,4 @@
-#include "speculative/reference_dspark.h"
+#include "k3_dspark/reference_dspark.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,11 +1,11 @@
-#include "engine/streaming_source.h"
+#include "experts/streaming_source.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 
-#include "engine/prefetch_gate.h"
+#include "experts/prefetch_gate.h"
 #include "util/error.h"
 
 namespace deltafin {
@@ -411,7 +411,7 @@ size_t StreamingExpertSource::prefetch_room() const {
 }
 
 // --lookahead auto: how many of a layer's predictions to read (see
-// engine/prefetch_gate.h): what the drives can read in the layer's measured
+// experts/prefetch_gate.h): what the drives can read in the layer's measured
 // idle window, most confident first; everything before it is measured.
 // (Measured on 4 striped drives: reading every prediction at recall 0.61 made
 // decode 5.7 % slower than no lookahead, the gate 0.7 %;

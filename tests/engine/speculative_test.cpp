@@ -16,7 +16,7 @@
 #include "engine/stats_collector.h"
 #include "model/kimi_k3/generator.h"
 #include "speculative/ngram_drafter.h"
-#include "speculative/speculative_generate.h"
+#include "engine/speculative_generate.h"
 #include "speculative/verifier.h"
 #include "store/setup.h"
 #include "speculative/plain_decode.h"
