@@ -46,7 +46,7 @@
 
 #include "model/kimi_k3/generator.h"
 #include "model/kimi_k3/presets.h"
-#include "engine/memory_plan.h"
+#include "experts/memory_plan.h"
 #include "kernels/ops.h"
 #include "util/error.h"
 #include "util/rng.h"

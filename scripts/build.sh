@@ -35,7 +35,7 @@ case "$kind" in
       -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake \
       -DCMAKE_C_FLAGS_RELEASE="-O2 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
       -DCMAKE_DISABLE_FIND_PACKAGE_benchmark=ON
-    [ ${#targets[@]} -gt 0 ] || targets=(deltafin test_kernels test_util test_model test_model_common test_qwen3) ;;
+    [ ${#targets[@]} -gt 0 ] || targets=(deltafin test_kernels test_util test_kimi_k3 test_model_common test_qwen3 test_qwen3_moe) ;;
   *) echo "usage: $0 [release|asan|arm64] [TARGET...]" >&2; exit 2 ;;
 esac
 ninja -C "build/$kind" ${DELTAFIN_BUILD_JOBS:+-j "$DELTAFIN_BUILD_JOBS"} "${targets[@]}"

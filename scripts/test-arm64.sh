@@ -62,8 +62,9 @@ run_tests() {
 run_tests test_kernels "-Isa.EnvironmentVariableIsHonoured"
 run_tests test_util "-WeightMemory.LargeBuffersAreHugePageAligned"
 run_tests test_model_common ""
-run_tests test_model ""
+run_tests test_kimi_k3 ""
 run_tests test_qwen3 ""
+run_tests test_qwen3_moe ""
 echo "arm64 tests: $((SECONDS - start)) s"
 
 echo "== logits: x86-64 and arm64 must agree byte for byte =="

@@ -1,6 +1,7 @@
 #include "backend/cpu_backend.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "kernels/matmul.h"
@@ -31,37 +32,39 @@ void rope_head(float* x, const float* cos_p, const float* sin_p, size_t half) {
 
 }  // namespace
 
+namespace {
+
+// Slots come in size classes an eighth of a power of two apart (at most
+// 12.5 % over what is asked): an acquire takes a free slot of its class and
+// never resizes one, so a pass of a shape that ran before finds every
+// buffer it needs, whatever order its buffers are taken and given back in.
+size_t size_class(size_t floats) {
+  if (floats <= 64) return 64;
+  const size_t step = std::bit_floor(floats) / 8;
+  return (floats + step - 1) / step * step;
+}
+
+}  // namespace
+
 Backend::Slot CpuBackend::acquire(size_t floats) {
+  const size_t cls = size_class(floats);
   std::lock_guard<std::mutex> lock(mutex_);
-  // The smallest free slot that holds `floats`; else the largest free one,
-  // grown (a pass of a new shape grows its slots once); else a new one.
-  size_t best = free_.size();
-  for (size_t i = 0; i < free_.size(); ++i) {
-    const size_t cap = slots_[free_[i]]->size();
-    if (best == free_.size()) {
-      best = i;
-      continue;
-    }
-    const size_t best_cap = slots_[free_[best]]->size();
-    const bool fits = cap >= floats, best_fits = best_cap >= floats;
-    if ((fits && (!best_fits || cap < best_cap)) || (!fits && !best_fits && cap > best_cap)) best = i;
-  }
+  std::vector<uint32_t>& free = free_[cls];
   uint32_t index;
-  if (best < free_.size()) {
-    index = free_[best];
-    free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(best));
+  if (!free.empty()) {
+    index = free.back();
+    free.pop_back();
   } else {
     index = static_cast<uint32_t>(slots_.size());
-    slots_.push_back(std::make_unique<std::vector<float>>());
+    slots_.push_back(std::make_unique<std::vector<float>>(cls));
+    class_of_.push_back(cls);
   }
-  std::vector<float>& v = *slots_[index];
-  if (v.size() < floats) v.resize(floats);
-  return {index, v.data()};
+  return {index, slots_[index]->data()};
 }
 
 void CpuBackend::release(uint32_t slot) {
   std::lock_guard<std::mutex> lock(mutex_);
-  free_.push_back(slot);
+  free_[class_of_[slot]].push_back(slot);
 }
 
 size_t CpuBackend::slots_made() const {
@@ -151,21 +154,26 @@ void CpuBackend::gated_matmul(const WeightView& gate, const WeightView& up, cons
   check_shape(h, n, I, "gated_matmul", "h");
   if (up.rows != gate.rows || up.cols != gate.cols)
     fail("cpu backend: gated_matmul: up is [", up.rows, ", ", up.cols, "], gate [", gate.rows, ", ", gate.cols, "]");
-  Act u = act(n, I);
-  float* ud = data(u);
-  if (fn.kind == Gate::Kind::SiluMul) {
-    float* g = data(h);  // silu(g) * u in place
-    matmul_pair(gate, up, data(x), n, g, ud, pool_, [&](size_t rb, size_t re) {
-      for (size_t t = 0; t < n; ++t)
-        for (size_t i = t * I + rb; i < t * I + re; ++i) g[i] = silu(g[i]) * ud[i];
+  Act u = act(n, I), g;
+  if (fn.kind != Gate::Kind::SiluMul) g = act(n, I);
+  // One pointer captured: std::function holds it in place (no allocation per product).
+  struct Pair {
+    size_t n, I;
+    float *g, *u, *h;
+    Gate fn;
+  } r{n, I, fn.kind == Gate::Kind::SiluMul ? data(h) : data(g), data(u), data(h), fn};
+  if (fn.kind == Gate::Kind::SiluMul) {  // silu(g) * u in place: h is g
+    matmul_pair(gate, up, data(x), n, r.g, r.u, pool_, [p = &r](size_t rb, size_t re) {
+      for (size_t t = 0; t < p->n; ++t)
+        for (size_t i = t * p->I + rb; i < t * p->I + re; ++i) p->g[i] = silu(p->g[i]) * p->u[i];
     });
     return;
   }
-  Act g = act(n, I);
-  float* gd = data(g);
-  float* hd = data(h);
-  matmul_pair(gate, up, data(x), n, gd, ud, pool_, [&](size_t rb, size_t re) {
-    for (size_t t = 0; t < n; ++t) situ(gd + t * I + rb, ud + t * I + rb, re - rb, fn.beta, fn.beta_lin, hd + t * I + rb);
+  matmul_pair(gate, up, data(x), n, r.g, r.u, pool_, [p = &r](size_t rb, size_t re) {
+    for (size_t t = 0; t < p->n; ++t) {
+      const size_t o = t * p->I + rb;
+      situ(p->g + o, p->u + o, re - rb, p->fn.beta, p->fn.beta_lin, p->h + o);
+    }
   });
 }
 
@@ -279,7 +287,7 @@ void CpuBackend::kv_store(const Act& k, const Act& v, KvLayer cache, int64_t sta
   const size_t w = k.width();
   check_shape(v, k.rows(), w, "kv_store", "v");
   if (w > cache.stride) fail("cpu backend: kv_store: rows of ", w, " in a cache of stride ", cache.stride);
-  if (start < 0) fail("cpu backend: kv_store: start position ", start);
+  if (start < 0) fail("cpu backend: kv_store: start position ", start, " is negative");
   for (size_t t = 0; t < k.rows(); ++t) {
     const size_t at = (static_cast<size_t>(start) + t) * cache.stride;
     std::copy_n(data(k) + t * w, w, cache.keys + at);
@@ -291,27 +299,36 @@ bool CpuBackend::attention_gqa(const Act& q, KvLayer cache, const GqaShape& s, A
                                const std::function<bool()>& stop) {
   const size_t T = q.rows(), H = s.heads, hd = s.head_dim;
   if (H == 0 || s.kv_heads == 0 || H % s.kv_heads != 0) fail("cpu backend: attention: ", H, " heads over ", s.kv_heads);
-  if (s.start < 0) fail("cpu backend: attention: start position ", s.start);
+  if (s.start < 0) fail("cpu backend: attention: start position ", s.start, " is negative");
   const size_t G = H / s.kv_heads, qd = H * hd, start = static_cast<size_t>(s.start);
   check_shape(q, T, qd, "attention", "q");
   check_shape(out, T, qd, "attention", "out");
+  struct Block {
+    const float *q, *keys, *values;
+    float* out;
+    size_t t0, t1, H, G, hd, qd, start, stride;
+    float scale;
+  } b{data(q), cache.keys, cache.values, data(out), 0, 0, H, G, hd, qd, start, cache.stride, s.scale};
+  // One pointer captured: std::function holds it in place (no allocation per layer).
+  auto block = [p = &b](size_t begin, size_t end) {
+    // Per thread, grown geometrically with the context: decoding allocates
+    // only when the context doubles.
+    thread_local std::vector<float> scratch;
+    if (scratch.size() < p->start + p->t1) scratch.resize(std::max(p->start + p->t1, 2 * scratch.size()));
+    for (size_t item = begin; item < end; ++item) {
+      const size_t t = p->t0 + item / p->H, hh = item % p->H, g = hh / p->G;
+      attention(p->q + t * p->qd + hh * p->hd, p->keys + g * p->hd, p->stride, p->values + g * p->hd, p->stride,
+                p->start + t + 1, p->hd, p->hd, p->scale, scratch.data(), p->out + t * p->qd + hh * p->hd);
+    }
+  };
   for (size_t t0 = 0; t0 < T; t0 += kAttentionStopRows) {
-    const size_t t1 = std::min(T, t0 + kAttentionStopRows);
-    auto block = [&](size_t begin, size_t end) {
-      // Per thread, grown to the longest context seen: decoding allocates nothing.
-      thread_local std::vector<float> scratch;
-      if (scratch.size() < start + t1) scratch.resize(start + t1);
-      for (size_t item = begin; item < end; ++item) {
-        const size_t t = t0 + item / H, hh = item % H, g = hh / G;
-        attention(data(q) + t * qd + hh * hd, cache.keys + g * hd, cache.stride, cache.values + g * hd, cache.stride,
-                  start + t + 1, hd, hd, s.scale, scratch.data(), data(out) + t * qd + hh * hd);
-      }
-    };
+    b.t0 = t0;
+    b.t1 = std::min(T, t0 + kAttentionStopRows);
     if (pool_)
-      pool_->parallel_for((t1 - t0) * H, block);
+      pool_->parallel_for((b.t1 - t0) * H, block);
     else
-      block(0, (t1 - t0) * H);
-    if (stop && t1 < T && stop()) return false;
+      block(0, (b.t1 - t0) * H);
+    if (stop && b.t1 < T && stop()) return false;
   }
   return true;
 }

@@ -1,11 +1,12 @@
 // The CPU backend: the kernels (kernels/matmul.h, kernels/ops.h, with the
 // ISA path kernels/dispatch.h chose) and a thread pool behind the Backend
 // interface. Every op runs at once on the calling thread and the pool's, so
-// read() never waits. Acts are std::vector<float> slots kept in a free list:
-// once a pass of a shape has run, the same pass takes every buffer from the
-// list and allocates nothing.
+// read() never waits. Acts are std::vector<float> slots in free lists by
+// size class: once a pass of a shape has run, the same pass takes every
+// buffer from the lists and allocates nothing.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -62,7 +63,8 @@ private:
   ThreadPool* pool_;
   mutable std::mutex mutex_;  // guards the two lists, not the values
   std::vector<std::unique_ptr<std::vector<float>>> slots_;  // a slot's floats stay put while it is out
-  std::vector<uint32_t> free_;
+  std::vector<size_t> class_of_;                            // per slot: its size class (floats)
+  std::map<size_t, std::vector<uint32_t>> free_;            // size class -> free slots
 };
 
 }  // namespace deltafin

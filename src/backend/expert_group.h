@@ -27,6 +27,6 @@ bool experts_one_per_thread(std::span<const size_t> rows_per_expert, int threads
 // expert's result is bit-identical (the products' reduction order does not
 // depend on the split), so this changes speed only.
 void compute_expert_group(ThreadPool* pool, std::span<const size_t> rows_per_expert,
-                          const std::function<void(size_t j)>& compute);
+                          FunctionRef<void(size_t j)> compute);
 
 }  // namespace deltafin

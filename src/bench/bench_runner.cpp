@@ -1,4 +1,4 @@
-#include "speculative/speculative_generate.h"
+#include "engine/speculative_generate.h"
 #include "bench/bench_runner.h"
 
 #include <fcntl.h>
@@ -10,7 +10,8 @@
 #include <limits>
 #include <sstream>
 
-#include "engine/memory_plan.h"
+#include "bench/run_report.h"
+#include "experts/memory_plan.h"
 #include "platform/files.h"
 #include "store/store_manifest.h"
 #include "util/error.h"
@@ -362,7 +363,7 @@ BenchResult run_bench(std::vector<BenchConfig> configs, const PromptMaker& make_
   // reloading per run would make every run cold). Cold: loaded per run.
   std::vector<std::unique_ptr<LoadedModel>> models(configs.size());
   auto describe = [&](size_t c, LoadedModel& m) {
-    (c == 0 ? r.describe_a : r.describe_b) = m.describe();
+    (c == 0 ? r.describe_a : r.describe_b) = describe_model(m.info());
     if (c == 0) r.drives = m.manifest ? m.manifest->drives.size() : 0;
     if (r.prompts.empty()) r.prompts = make_prompts(m);
   };

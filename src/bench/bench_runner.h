@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/loaded_model.h"
-#include "engine/run_stats.h"
+#include "load/loaded_model.h"
+#include "engine/stats_collector.h"
 
 namespace deltafin {
 
@@ -58,7 +58,7 @@ struct PromptRun {
   std::vector<uint32_t> tokens;   // generated ids
   GenerateStats gen;
   std::vector<StepStats> steps;   // the RunStatsCollector's, prefill passes first
-  RunStatsCollector::PrefillTotals prefill;
+  PrefillTotals prefill;
 };
 
 struct RunResult {
@@ -129,7 +129,7 @@ struct BenchResult {
   std::vector<BenchPrompt> prompts;
   std::vector<RunResult> runs;       // in the order run
   std::vector<TokenMismatch> mismatches;
-  std::string describe_a, describe_b;  // LoadedModel::describe() of each configuration
+  std::string describe_a, describe_b;  // describe_model (bench/run_report.h) of each configuration
   size_t drives = 0;                   // of configuration A's store (0: resident)
   std::string cold_note;               // what --cold did (page cache dropped for N files, ...)
   bool ok() const { return mismatches.empty(); }

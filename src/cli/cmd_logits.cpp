@@ -5,7 +5,8 @@
 #include "cli/commands.h"
 #include "cli/token_list.h"
 #include "cli/model_options.h"
-#include "runtime/engine.h"
+#include "bench/run_report.h"
+#include "engine/engine.h"
 #include "format/npy.h"
 #include "util/error.h"
 
@@ -23,7 +24,7 @@ int run(const LogitsArgs& a) {
   EngineSettings so;
   so.prompt_cache_entries = 0;
   so.prompt_cache_bytes = 0;
-  so.draft = "none";
+  so.draft.kind = DraftSpec::Kind::None;
   Engine engine(model_source(a.model), so, nullptr);
   check_token_ids(ids, engine.vocab(), "--tokens");
   // --step N runs the positions N at a time (1 = token-by-token decode): the
@@ -32,7 +33,7 @@ int run(const LogitsArgs& a) {
   engine.save_heat();
   const size_t vocab = engine.vocab();
   write_npy_f32(a.out, {ids.size(), vocab}, logits.data());
-  std::fprintf(stderr, "%s\n", engine.describe().c_str());
+  std::fprintf(stderr, "%s\n", describe_model(engine.model_info()).c_str());
   std::printf("wrote %s: float32 logits [%zu, %zu]\n", a.out.c_str(), ids.size(), vocab);
   return 0;
 }

@@ -7,7 +7,9 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/token_list.h"
-#include "runtime/engine.h"
+#include "bench/run_report.h"
+#include "model/loaders/drafter_factory.h"
+#include "engine/engine.h"
 #include "tokenizer/stream_decoder.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -48,7 +50,7 @@ std::vector<uint32_t> encode_prompt(const Engine& engine, const RunArgs& a) {
 
 // One request to the engine: no prompt states kept in RAM (this process
 // ends after it), states on disk where --prompt-cache-dir (or the store's
-// default) says, the report when --stats or --stats-json asks for it.
+// default) says.
 EngineSettings run_settings(const RunArgs& a) {
   EngineSettings so;
   so.max_tokens_ceiling = a.max_new;
@@ -58,10 +60,8 @@ EngineSettings run_settings(const RunArgs& a) {
   so.prompt_cache_disk_bytes = so.prompt_cache_dir.empty() ? 0 : a.prompt_cache.budget_bytes();
   so.prefill_chunk = a.prefill_chunk;
   so.prefill_group = a.prefill_group;
-  so.ignore_eos = a.ignore_eos;
-  so.draft = a.draft;
+  so.draft = parse_draft_spec(a.draft);
   so.draft_k = a.draft_k;
-  so.report = a.stats || !a.stats_json.empty();
   a.session.apply(so);
   return so;
 }
@@ -70,25 +70,29 @@ int run(const RunArgs& a) {
   if (a.prompt.empty() && a.prompt_ids.empty()) fail("give --prompt TEXT or --prompt-ids 1,2,3");
   g_interrupted.store(false);
   Engine engine(model_source(a.model), run_settings(a), &g_interrupted);
-  if (a.stats || !engine.weight_exact()) std::fprintf(stderr, "%s\n", engine.describe().c_str());
-  std::fputs(engine.load_report().c_str(), stderr);
-  if (a.stats) std::fputs(engine.session_report().c_str(), stderr);
-  const std::vector<uint32_t> prompt = encode_prompt(engine, a);
+  const ModelInfo info = engine.model_info();
+  if (a.stats || !info.weight_exact()) std::fprintf(stderr, "%s\n", describe_model(info).c_str());
+  std::fputs(load_report(info).c_str(), stderr);
+  if (a.stats) std::fputs(session_report(engine.session_info()).c_str(), stderr);
+  GenerateRequest request;
+  request.prompt = encode_prompt(engine, a);
+  request.chat = a.chat;
+  request.max_new = a.max_new;
+  request.stop.ignore_end_token = a.ignore_eos;
+  request.collect_stats = a.stats || !a.stats_json.empty();
+  const std::vector<uint32_t>& prompt = request.prompt;
   check_token_ids(prompt, engine.vocab(), "--prompt-ids");
   std::signal(SIGINT, on_sigint);
 
   std::vector<uint32_t> emitted;
   StreamDecoder decoder(engine.text());
-  const Outcome out = engine.generate(
-      prompt, a.chat, a.max_new,
-      [&](uint32_t id) {
-        emitted.push_back(id);
-        std::string text = decoder.push(id);
-        std::fwrite(text.data(), 1, text.size(), stdout);
-        std::fflush(stdout);
-        return true;
-      },
-      nullptr);
+  const Outcome out = engine.generate(request, [&](uint32_t id) {
+    emitted.push_back(id);
+    std::string text = decoder.push(id);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
   if (out.end_token) emitted.push_back(*out.end_token);  // the stop token is not text, but it was generated
   std::string rest = decoder.flush();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
@@ -99,8 +103,8 @@ int run(const RunArgs& a) {
   if (a.stats && out.disk_tokens > 0)
     std::fprintf(stderr, "prompt cache: %lld of %zu prompt tokens restored from %s\n",
                  static_cast<long long>(out.disk_tokens), prompt.size(), a.prompt_cache.dir_for(a.model).c_str());
-  if (a.stats) std::fputs(out.report_text.c_str(), stderr);
-  if (!a.stats_json.empty() && !out.report_json.empty()) write_file_atomic(a.stats_json, out.report_json);
+  if (a.stats && out.stats) std::fputs(run_stats_text(*out.stats).c_str(), stderr);
+  if (!a.stats_json.empty() && out.stats) write_file_atomic(a.stats_json, run_stats_json(*out.stats));
   if (!a.tokens_out.empty()) {
     std::string ids;
     for (uint32_t id : emitted) ids += (ids.empty() ? "" : ",") + std::to_string(id);

@@ -10,8 +10,10 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "bench/run_report.h"
+#include "model/loaders/drafter_factory.h"
 #include "platform/poller.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "server/http_server.h"
 #include "util/error.h"
 
@@ -53,10 +55,13 @@ int serve(ServeArgs a) {
   so.prompt_cache_entries = a.prompt_cache_slots;
   so.prompt_cache_bytes = static_cast<uint64_t>(a.prompt_cache_mb * 1e6);
   so.prefill_chunk = a.prefill_chunk;
-  if (a.draft.rfind("replay:", 0) == 0) fail("--draft ", a.draft, ": replay is for benchmarks of one prompt, not a server");
-  so.draft = a.draft;
-  so.dspark_dir = a.dspark;
-  so.draft_model_dir = a.draft_model;
+  so.draft = parse_draft_spec(a.draft);
+  if (so.draft.kind == DraftSpec::Kind::Replay)
+    fail("--draft ", a.draft, ": replay is for benchmarks of one prompt, not a server");
+  // --dspark and --draft-model are what auto may choose from (a dspark:DIR or
+  // model:DIR spec names its own).
+  if (so.draft.head_dir.empty()) so.draft.head_dir = a.dspark;
+  if (so.draft.model_dir.empty()) so.draft.model_dir = a.draft_model;
   so.draft_k = a.draft_k;
   a.session.apply(so);
   so.prompt_cache_dir = a.prompt_cache.dir_for(a.model);
@@ -65,11 +70,13 @@ int serve(ServeArgs a) {
   a.server.body_timeout_ms = static_cast<int64_t>(a.body_timeout_s * 1000);
   a.server.idle_timeout_ms = static_cast<int64_t>(a.idle_timeout_s * 1000);
   a.server.keepalive_ms = static_cast<int64_t>(a.keepalive_s * 1000);
-  if (const char* d = std::getenv("DELTAFIN_SERVE_STEP_DELAY_MS")) so.step_delay_ms = std::atoi(d);  // tests only
-  if (const char* d = std::getenv("DELTAFIN_SERVE_PREFILL_DELAY_MS")) so.prefill_delay_ms = std::atoi(d);  // tests only
   g_shutdown.store(false);
   Engine engine(model_source(a.model), so, &g_shutdown);
-  std::fprintf(stderr, "%s\n", engine.describe().c_str());
+  EngineTestHooks hooks;  // tests only
+  if (const char* d = std::getenv("DELTAFIN_SERVE_STEP_DELAY_MS")) hooks.step_delay_ms = std::atoi(d);
+  if (const char* d = std::getenv("DELTAFIN_SERVE_PREFILL_DELAY_MS")) hooks.prefill_delay_ms = std::atoi(d);
+  engine.set_test_hooks(hooks);
+  std::fprintf(stderr, "%s\n", describe_model(engine.model_info()).c_str());
   std::fprintf(stderr, "serve: speculative drafting: %s\n", engine.drafter().c_str());
   if (!engine.chat()) std::fprintf(stderr, "serve: chat completions are refused: %s\n", engine.chat_missing().c_str());
   ApiServer server(engine, a.server);

@@ -3,7 +3,8 @@
 #include "cli/commands.h"
 
 #include "model/loaders/family_loaders.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
+#include "io/expert_reader.h"
 #include "util/error.h"
 
 namespace deltafin::cli {
@@ -54,7 +55,7 @@ ModelSource model_source(const ModelArgs& a) {
   o.cache_gb = a.cache_gb;
   o.pin_gb = a.pin_gb;
   o.lookahead = parse_lookahead_mode(a.lookahead);
-  o.reader.engine = parse_io_engine(a.io);
+  o.reader.io = io_engine_name(parse_io_engine(a.io));  // checked before the model loads
   o.reader.queue_depth = a.queue_depth;
   o.reader.prefetch_depth = std::min(a.prefetch_depth, a.queue_depth);
   o.reader.chunk_bytes = std::max<uint64_t>(4096, static_cast<uint64_t>(a.chunk_mb * 1e6) / 4096 * 4096);

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "engine/engine_options.h"
+#include "load/engine_options.h"
 
 namespace deltafin {
 struct LoadedModel;
@@ -47,7 +47,7 @@ void add_prompt_cache_options(CLI::App* sub, PromptCacheArgs& a);
 // --session-budget-mb, checked against each other when the engine starts.
 struct SessionArgs {
   int64_t context = 0;           // 0 = what the budget holds, at most the model's
-  double session_budget_mb = 0;  // 0 = derived from the RAM left (runtime/engine.cpp)
+  double session_budget_mb = 0;  // 0 = derived from the RAM left (engine/engine.cpp)
   void apply(EngineSettings& so) const;
 };
 void add_session_options(CLI::App* sub, SessionArgs& a);

@@ -1,4 +1,4 @@
-// What the generation loop (speculative/speculative_generate.h: plain decoding is its
+// What the generation loop (engine/speculative_generate.h: plain decoding is its
 // step with no drafter) is told and reports: prefill the prompt, then greedy
 // decoding until the end-of-message token, the token budget, the context
 // limit or an interrupt. Greedy is the only decoding (k3-model.md §7.8).
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/prefill.h"
+#include "engine/run_stats.h"
 #include "model/common/causal_model.h"
 
 namespace deltafin {
@@ -52,16 +53,7 @@ struct GenerateParams {
   std::function<void(const ModelSession&)> at_pause;
 };
 
-enum class StopReason { Eos, MaxNew, ContextFull, Interrupted };
-const char* stop_reason_name(StopReason r);
-
-struct GenerateStats {
-  int64_t prompt_tokens = 0, new_tokens = 0;
-  double prefill_seconds = 0;
-  double ttft_seconds = 0;       // start to the first generated token (prefill + choosing it)
-  std::vector<double> token_ms;  // per generated token after the first (decode steps)
-  StopReason reason = StopReason::MaxNew;
-};
+// StopReason and GenerateStats, the loop's figures: engine/run_stats.h.
 
 // The rules of the generation loop, also used by the server's request loop
 // so they cannot drift apart. generation_limit: the context limit in effect;

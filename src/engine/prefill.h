@@ -24,7 +24,7 @@
 #include <functional>
 #include <span>
 
-#include "engine/engine_options.h"
+#include "load/engine_options.h"
 #include "model/common/causal_model.h"
 
 namespace deltafin {

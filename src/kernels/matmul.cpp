@@ -127,7 +127,7 @@ void matmul_pair(const WeightView& a, const WeightView& b, const float* x, size_
 }
 
 void matmul_pair(const WeightView& a, const WeightView& b, const float* x, size_t T, float* ya, float* yb,
-                 ThreadPool* pool, const std::function<void(size_t row_begin, size_t row_end)>& then) {
+                 ThreadPool* pool, FunctionRef<void(size_t row_begin, size_t row_end)> then) {
   if (a.cols != b.cols || a.rows != b.rows)
     fail("matmul_pair: a gated pair needs two weights of one shape ([", a.rows, ", ", a.cols, "] and [", b.rows, ", ",
          b.cols, "])");

@@ -40,6 +40,6 @@ void matmul_pair(const WeightView& a, const WeightView& b, const float* x, size_
 // decode a K3 expert's three hand-offs become two). Row ranges are disjoint
 // and together cover [0, a.rows); the products' bits are matmul()'s.
 void matmul_pair(const WeightView& a, const WeightView& b, const float* x, size_t T, float* ya, float* yb,
-                 ThreadPool* pool, const std::function<void(size_t row_begin, size_t row_end)>& then);
+                 ThreadPool* pool, FunctionRef<void(size_t row_begin, size_t row_end)> then);
 
 }  // namespace deltafin

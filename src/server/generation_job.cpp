@@ -44,8 +44,12 @@ JobResult run_job(Engine& engine, const Job& job, const std::function<bool(const
     }
     if (!emit(d)) emit_failed = true;
   };
+  GenerateRequest request;
+  request.prompt = job.prompt.tokens;
+  request.chat = job.prompt.chat;
+  request.max_new = job.prompt.max_new;
   r.outcome = engine.generate(
-      job.prompt.tokens, job.prompt.chat, job.prompt.max_new,
+      request,
       [&](uint32_t id) {
         show(text.push(id));
         if (text.stopped()) return false;

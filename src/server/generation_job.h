@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "server/admission.h"
 #include "server/api/api_error.h"
 #include "server/api/openai_format.h"

@@ -28,7 +28,7 @@
 #include "server/admission.h"
 #include "server/generation_job.h"
 #include "server/api/request.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "server/prepared_prompt.h"
 #include "server/http/connection_loop.h"
 

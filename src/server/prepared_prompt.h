@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "server/api/request.h"
 
 namespace deltafin {

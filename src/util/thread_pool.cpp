@@ -86,7 +86,7 @@ void ThreadPool::worker_main(int index) {
   }
 }
 
-void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn) {
+void ThreadPool::parallel_for(size_t n, FunctionRef<void(size_t, size_t)> fn) {
   if (n == 0) return;
   if (size_ == 1 || tls_running == this) {
     fn(0, n);
@@ -115,7 +115,7 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
   }
 }
 
-void ThreadPool::for_each_task(size_t n, const std::function<void(size_t)>& task) {
+void ThreadPool::for_each_task(size_t n, FunctionRef<void(size_t)> task) {
   std::atomic<size_t> next{0};
   parallel_for(std::min(n, static_cast<size_t>(size_)), [&](size_t, size_t) {
     for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) {

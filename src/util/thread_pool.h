@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "util/function_ref.h"
+
 namespace deltafin {
 
 class ThreadPool {
@@ -31,7 +33,7 @@ public:
   // thrown by fn (lowest chunk) is rethrown here after every chunk has finished.
   // Calls from several threads are serialised; a call made from inside fn (a
   // nested loop) runs inline on that thread.
-  void parallel_for(size_t n, const std::function<void(size_t begin, size_t end)>& fn);
+  void parallel_for(size_t n, FunctionRef<void(size_t begin, size_t end)> fn);
 
   // Runs task(i) once for each i in [0, n), each taken by whichever thread is
   // free next: for a few tasks of unequal or unpredictable cost (whole
@@ -39,7 +41,7 @@ public:
   // behind a slow one. After a task throws no further task starts; the first
   // exception is rethrown once the running ones have finished. Which thread
   // runs a task must not matter to its result (nested loops run inline).
-  void for_each_task(size_t n, const std::function<void(size_t i)>& task);
+  void for_each_task(size_t n, FunctionRef<void(size_t i)> task);
 
 private:
   void worker_main(int index);
@@ -51,7 +53,7 @@ private:
   std::mutex call_mutex_;  // one parallel_for at a time
 
   // The current job; written by the caller before generation_ is bumped.
-  const std::function<void(size_t, size_t)>* fn_ = nullptr;
+  const FunctionRef<void(size_t, size_t)>* fn_ = nullptr;
   size_t n_ = 0;
   std::vector<std::exception_ptr> errors_;
 

@@ -1,5 +1,5 @@
 // What `deltafin logits` writes, against the independent float64 references
-// (tests/model/reference_k3.h, tests/qwen3/reference_qwen3.h), for every
+// (tests/kimi_k3/reference_k3.h, tests/qwen3/reference_qwen3.h), for every
 // target family: the binary makes a tiny checkpoint, writes the logits of a
 // short token list resident (--model) and streamed from a store (setup, then
 // --store), and every position of the .npy must match the reference computed
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "model/kimi_k3/checkpoint.h"
-#include "model/reference_k3.h"
+#include "kimi_k3/reference_k3.h"
 #include "qwen3/reference_qwen3.h"
 #include "support/family_model.h"
 #include "support/test_support.h"

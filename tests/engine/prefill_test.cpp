@@ -12,11 +12,11 @@
 #include <set>
 
 #include "engine/generate.h"
-#include "speculative/speculative_generate.h"
+#include "engine/speculative_generate.h"
 #include "model/kimi_k3/load/loaded_k3.h"
 #include "model/loaders/family_loaders.h"
 #include "engine/prefill.h"
-#include "engine/run_stats.h"
+#include "engine/stats_collector.h"
 #include "model/kimi_k3/generator.h"
 #include "store/setup.h"
 #include "support/session_compare.h"

@@ -373,10 +373,10 @@ TEST(AnthropicHttp, AQueuedStreamGetsPingsWhileItWaits) {
     alone = json::parse(post(solo.port(), "/v1/messages", body.dump()).body);
   }
   EngineSettings so;
-  so.step_delay_ms = 20;
   ServerOptions o;
   o.keepalive_ms = 30;
   TestServer s(so, o);
+  s.service().set_test_hooks({.step_delay_ms = 20});  // tests only: slow the generation down
   HttpConnection busy(s.port());
   ASSERT_TRUE(busy.send(http_request_text("POST", "/v1/completions",
                                           json({{"model", "tiny"}, {"prompt", "Hello"}, {"max_tokens", 3000}, {"stream", true}}).dump())));
@@ -421,10 +421,10 @@ TEST(AnthropicHttp, ALongPrefillPingsAfterEveryLayer) {
   EngineSettings so;
   so.prompt_cache_entries = 0;
   so.prefill_group = 16;
-  so.prefill_delay_ms = 2;
   ServerOptions o;
   o.keepalive_ms = 1;
   TestServer s(so, o);
+  s.service().set_test_hooks({.prefill_delay_ms = 2});  // tests only: slow the generation down
   HttpConnection c(s.port());
   const json body = messages_body(json::array({{{"role", "user"}, {"content", prompt}}}), 2, {{"stream", true}});
   ASSERT_TRUE(c.send(http_request_text("POST", "/v1/messages", body.dump())));

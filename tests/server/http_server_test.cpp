@@ -27,12 +27,12 @@
 #include <vector>
 
 #include "engine/generate.h"
-#include "speculative/speculative_generate.h"
+#include "engine/speculative_generate.h"
 #include "model/kimi_k3/load/loaded_k3.h"
 #include "model/kimi_k3/generator.h"
 #include "model/kimi_k3/chat/chat_encode.h"
 #include "model/kimi_k3/chat/chat_template.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "server/http_test_client.h"
 #include "server/in_process_server.h"
 #include "server/shared_test_model.h"
@@ -480,10 +480,10 @@ TEST(HttpStream, AQuietStreamGetsKeepAliveCommentsAndTheSameEvents) {
 TEST(HttpStream, AQueuedStreamGetsItsHeadAndKeepAlivesWhileItWaits) {
   const json alone = solo_completion("queued one", 4);
   EngineSettings so;
-  so.step_delay_ms = 20;
   ServerOptions o;
   o.keepalive_ms = 30;
   TestServer s(so, o);
+  s.service().set_test_hooks({.step_delay_ms = 20});  // tests only: slow the generation down
   HttpConnection busy(s.port());
   ASSERT_TRUE(busy.send(http_request_text("POST", "/v1/completions", completion_body(kPrompt, 3000, true))));
   HttpResponse head;
@@ -520,9 +520,8 @@ TEST(HttpStream, AQueuedStreamGetsItsHeadAndKeepAlivesWhileItWaits) {
 
 TEST(HttpDisconnect, ClientGoneMidStreamStopsTheGeneration) {
   const json expected = solo_completion(kPrompt, 5);
-  EngineSettings so;
-  so.step_delay_ms = 30;
-  TestServer s(so);
+  TestServer s;
+  s.service().set_test_hooks({.step_delay_ms = 30});  // tests only: slow the generation down
   constexpr int kMaxTokens = 2000;  // a minute at 30 ms a token if nobody stopped it
 
   HttpConnection c(s.port());
@@ -553,9 +552,8 @@ TEST(HttpDisconnect, ClientGoneMidStreamStopsTheGeneration) {
 }
 
 TEST(HttpDisconnect, ClientGoneWhileQueuedLeavesTheLine) {
-  EngineSettings so;
-  so.step_delay_ms = 20;
-  TestServer s(so);
+  TestServer s;
+  s.service().set_test_hooks({.step_delay_ms = 20});  // tests only: slow the generation down
   // A streaming request keeps the generator busy (for a minute, unless it
   // is dropped) until this test is done with the line behind it.
   HttpConnection busy(s.port());
@@ -606,10 +604,10 @@ TEST(HttpLoad, SixteenClientsAgainstAQueueOfFour) {
   const std::string expected_text = expected["choices"][0]["text"];
 
   EngineSettings so;
-  so.step_delay_ms = 10;
   ServerOptions o;
   o.queue = kQueue;
   TestServer s(so, o);
+  s.service().set_test_hooks({.step_delay_ms = 10});  // tests only: slow the generation down
   const std::string request = http_request_text("POST", "/v1/completions", completion_body(kPrompt, kTokens));
 
   int64_t rss_after_first = 0;
@@ -955,7 +953,7 @@ TEST_P(HttpFamily, SpeculationServesTheSameCompletionAndReusesItsState) {
 
   const json body = {{"model", kModelName}, {"prompt", ids}, {"max_tokens", 15}};
   EngineSettings none_opts;
-  none_opts.draft = "none";
+  none_opts.draft.kind = DraftSpec::Kind::None;
   none_opts.prompt_cache_entries = 0;
   TestServer none(none_opts, {}, &lm());
   const HttpResponse want = post(none.port(), "/v1/completions", body.dump());
@@ -965,7 +963,8 @@ TEST_P(HttpFamily, SpeculationServesTheSameCompletionAndReusesItsState) {
   for (const std::string file : {"right.ids", "wrong.ids"}) {
     SCOPED_TRACE(file);
     EngineSettings so;
-    so.draft = "replay:" + dir.file(file);
+    so.draft.kind = DraftSpec::Kind::Replay;
+    so.draft.replay_file = dir.file(file);
     so.draft_k = 4;  // the tiny model is compute-bound: left to adapt, drafting would switch itself off
     TestServer spec(so, {}, &lm());
     const HttpResponse got = post(spec.port(), "/v1/completions", body.dump());

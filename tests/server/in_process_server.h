@@ -15,7 +15,7 @@
 
 #include "model/loaders/family_loaders.h"
 #include "model/qwen3_moe/qwen3_moe_generator.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "server/http_server.h"
 #include "server/http_test_client.h"
 #include "server/shared_test_model.h"

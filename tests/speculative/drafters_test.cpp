@@ -16,13 +16,24 @@
 #include "model/k3_dspark/drafter/dspark_drafter.h"
 #include "model/k3_dspark/generator.h"
 #include "model/qwen3/drafter/model_drafter.h"
-#include "speculative/speculative_generate.h"
+#include "engine/speculative_generate.h"
 #include "speculative/plain_decode.h"
 #include "support/family_model.h"
 #include "support/session_compare.h"
 #include "support/test_support.h"
 
 using namespace deltafin;
+
+namespace {
+// A factory for `--draft text`, with auto's directories.
+DrafterFactory factory(const std::string& text, LoadedModel& target, const std::string& head_dir = "",
+                       const std::string& model_dir = "") {
+  DraftSpec spec = parse_draft_spec(text);
+  if (!head_dir.empty()) spec.head_dir = head_dir;
+  if (!model_dir.empty()) spec.model_dir = model_dir;
+  return DrafterFactory(spec, target);
+}
+}  // namespace
 
 namespace {
 
@@ -135,21 +146,21 @@ TEST(ModelDrafter, SpeculationWithAQwen3DraftModelKeepsPlainOutput) {
 TEST(DrafterFactory, SpecsAreCheckedAndAutoPicksTheBestGiven) {
   Models& ms = models();
   LoadedK3& m = *ms.target;
-  EXPECT_FAILS_WITH(DrafterFactory("bogus", m), "--draft bogus: unknown drafter");
-  EXPECT_FAILS_WITH(DrafterFactory("replay:/nonexistent/ids", m), "/nonexistent/ids is not a file");
-  EXPECT_FAILS_WITH(DrafterFactory("dspark:", m), "a path is needed after the colon");
-  EXPECT_FAILS_WITH(DrafterFactory("dspark:" + ms.qwen, m), ms.qwen + "/config.json");
+  EXPECT_FAILS_WITH(factory("bogus", m), "--draft bogus: unknown drafter");
+  EXPECT_FAILS_WITH(factory("replay:/nonexistent/ids", m), "/nonexistent/ids is not a file");
+  EXPECT_FAILS_WITH(factory("dspark:", m), "a path is needed after the colon");
+  EXPECT_FAILS_WITH(factory("dspark:" + ms.qwen, m), ms.qwen + "/config.json");
 
-  EXPECT_EQ(DrafterFactory("none", m).make({1, 2}, false), nullptr);
-  EXPECT_EQ(DrafterFactory("ngram", m).make({1, 2}, false)->name(), "ngram");
-  DrafterFactory bare("auto", m);
+  EXPECT_EQ(factory("none", m).make({1, 2}, false), nullptr);
+  EXPECT_EQ(factory("ngram", m).make({1, 2}, false)->name(), "ngram");
+  DrafterFactory bare = factory("auto", m);
   EXPECT_EQ(bare.make({1}, true)->name(), "ngram");
   EXPECT_EQ(bare.describe(), "auto (chats: ngram, completions: ngram)");
-  DrafterFactory both("auto", m, ms.dspark, ms.qwen);
+  DrafterFactory both = factory("auto", m, ms.dspark, ms.qwen);
   EXPECT_EQ(both.make({1}, true)->name(), "dspark");
   EXPECT_EQ(both.make({1}, false)->name(), "model");
   EXPECT_EQ(both.describe(), "auto (chats: dspark, completions: model)");
-  DrafterFactory dspark_only("auto", m, ms.dspark);
+  DrafterFactory dspark_only = factory("auto", m, ms.dspark);
   EXPECT_EQ(dspark_only.make({1}, false)->name(), "dspark");
 }
 
@@ -157,7 +168,7 @@ TEST(DrafterFactory, SpecsAreCheckedAndAutoPicksTheBestGiven) {
 // of another family, naming the flag and the family, before reading DIR.
 TEST(DrafterFactory, DSparkIsRefusedForATargetOfAnotherFamily) {
   LoadedModel& qwen3_moe = test::shared_family_model("qwen3_moe", 3);
-  EXPECT_FAILS_WITH(DrafterFactory("dspark:/nonexistent/dspark", qwen3_moe),
+  EXPECT_FAILS_WITH(factory("dspark:/nonexistent/dspark", qwen3_moe),
                     "--draft dspark:DIR is not available for Qwen3-MoE (GQA, BF16 experts) models (only Kimi K3 has it)");
-  EXPECT_FAILS_WITH(DrafterFactory("auto", qwen3_moe, "/nonexistent/dspark"), "--draft dspark:DIR is not available for Qwen3-MoE");
+  EXPECT_FAILS_WITH(factory("auto", qwen3_moe, "/nonexistent/dspark"), "--draft dspark:DIR is not available for Qwen3-MoE");
 }

@@ -5,11 +5,18 @@
 
 namespace deltafin {
 
-// get() blocks until each is there: all of them form one group.
+// get() blocks until each is there: all of them form one group. The lists
+// are the thread's, kept between calls (a decoded token's layers allocate
+// nothing here); a call does not nest in another on the same thread.
 void ExpertSource::for_each_ready_group(int64_t layer, std::span<const int64_t> experts,
                                         const std::function<void(std::span<const ReadyExpert>)>& use) {
-  std::vector<ExpertHandle> held;
-  std::vector<ReadyExpert> group;
+  thread_local std::vector<ExpertHandle> held;
+  thread_local std::vector<ReadyExpert> group;
+  held.clear();
+  group.clear();
+  struct Release {  // the records' keep-alives go when the call ends, however it ends
+    ~Release() { held.clear(); }
+  } release;
   for (size_t i = 0; i < experts.size(); ++i) {
     held.push_back(get(layer, experts[i]));
     group.push_back({i, held.back().data});

@@ -77,18 +77,30 @@ bool RoutedExperts::run(int64_t layer, const Act& in, size_t first, std::span<co
   plan(routes, first);
   const size_t k = routes[0].experts.size();
   Act expert_out = be_.act(routes.size() * k, mlp_.out);  // [row][slot][out]
-  bool stopped = false;
-  source_.for_each_ready_group(layer, needed_, [&](std::span<const ReadyExpert> group) {
+  // The callbacks capture one pointer each, so std::function keeps them in
+  // place instead of on the heap (a decoded token's layers allocate nothing).
+  struct Call {
+    RoutedExperts* self;
+    const Act* in;
+    Act* expert_out;
+    const std::function<bool()>* cancelled;
+    bool stopped = false;
+    std::span<const ReadyExpert> group;
+  } call{this, &in, &expert_out, &cancelled};
+  source_.for_each_ready_group(layer, needed_, [c = &call](std::span<const ReadyExpert> group) {
     // Cancelled: the source still hands over every expert (its reads land),
     // but none is computed; the caller unwinds right after.
-    if (stopped || (cancelled && cancelled())) {
-      stopped = true;
+    if (c->stopped || (*c->cancelled && (*c->cancelled)())) {
+      c->stopped = true;
       return;
     }
-    group_rows_.clear();
-    for (const ReadyExpert& r : group) group_rows_.push_back(begin_[r.index + 1] - begin_[r.index]);
-    be_.run_experts(group_rows_, [&](size_t j) { compute(group[j], in, expert_out); });
+    RoutedExperts& self = *c->self;
+    self.group_rows_.clear();
+    for (const ReadyExpert& r : group) self.group_rows_.push_back(self.begin_[r.index + 1] - self.begin_[r.index]);
+    c->group = group;
+    self.be_.run_experts(self.group_rows_, [c](size_t j) { c->self->compute(c->group[j], *c->in, *c->expert_out); });
   });
+  const bool stopped = call.stopped;
   if (stopped) return false;
   be_.weighted_sum(expert_out, weights_, k, out);
   return true;

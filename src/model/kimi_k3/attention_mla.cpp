@@ -15,7 +15,7 @@
 // so a T-position pass equals T one-position passes bit for bit. (It differs
 // from the expanded form in the last bits — a re-association the exactness
 // contract allows, §12 — and stays within tolerance of the float64
-// reference, which keeps the expanded form: tests/model/reference_k3.cpp.)
+// reference, which keeps the expanded form: tests/kimi_k3/reference_k3.cpp.)
 #include <cmath>
 
 #include "model/kimi_k3/model.h"

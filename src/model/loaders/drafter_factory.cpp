@@ -48,53 +48,73 @@ std::string after_colon(const std::string& spec) {
 
 }  // namespace
 
-DrafterFactory::DrafterFactory(const std::string& spec, LoadedModel& target, const std::string& dspark_dir,
-                               const std::string& model_dir)
-    : spec_(spec) {
-  std::string dspark = dspark_dir, model = model_dir;
-  if (starts_with(spec, "dspark:")) dspark = after_colon(spec);
-  if (starts_with(spec, "model:")) model = after_colon(spec);
-  if (starts_with(spec, "replay:")) {
-    const std::string path = after_colon(spec);
-    if (!std::filesystem::is_regular_file(path))
-      fail("--draft ", spec, ": ", path, " is not a file (give a run's --tokens-out)");
-    replay_ = read_token_file(path, target.summary().vocab);
-  } else if (spec != "none" && spec != "ngram" && spec != "auto" && !starts_with(spec, "dspark:") &&
-             !starts_with(spec, "model:")) {
-    fail("--draft ", spec, ": unknown drafter (none, ngram, dspark:DIR, model:DIR, replay:FILE, auto)");
+DraftSpec parse_draft_spec(const std::string& text) {
+  DraftSpec s;
+  if (text == "auto") s.kind = DraftSpec::Kind::Auto;
+  else if (text == "none") s.kind = DraftSpec::Kind::None;
+  else if (text == "ngram") s.kind = DraftSpec::Kind::Ngram;
+  else if (starts_with(text, "dspark:")) s.kind = DraftSpec::Kind::Head, s.head_dir = after_colon(text);
+  else if (starts_with(text, "model:")) s.kind = DraftSpec::Kind::Model, s.model_dir = after_colon(text);
+  else if (starts_with(text, "replay:")) s.kind = DraftSpec::Kind::Replay, s.replay_file = after_colon(text);
+  else fail("--draft ", text, ": unknown drafter (none, ngram, dspark:DIR, model:DIR, replay:FILE, auto)");
+  return s;
+}
+
+std::string draft_spec_text(const DraftSpec& s) {
+  switch (s.kind) {
+    case DraftSpec::Kind::Auto: return "auto";
+    case DraftSpec::Kind::None: return "none";
+    case DraftSpec::Kind::Ngram: return "ngram";
+    case DraftSpec::Kind::Replay: return "replay:" + s.replay_file;
+    case DraftSpec::Kind::Head: return "dspark:" + s.head_dir;
+    case DraftSpec::Kind::Model: return "model:" + s.model_dir;
   }
-  if (!dspark.empty()) dspark_ = DSparkAssets::load(dspark, target);
-  if (!model.empty()) {
+  return "?";
+}
+
+DrafterFactory::DrafterFactory(const DraftSpec& spec, LoadedModel& target) : spec_(spec) {
+  using Kind = DraftSpec::Kind;
+  if (spec.kind == Kind::Replay) {
+    const std::string& path = spec.replay_file;
+    if (!std::filesystem::is_regular_file(path))
+      fail("--draft ", draft_spec_text(spec), ": ", path, " is not a file (give a run's --tokens-out)");
+    replay_ = read_token_file(path, target.summary().vocab);
+  }
+  // Every directory given is read (and so checked), whatever the kind uses.
+  if (!spec.head_dir.empty()) dspark_ = DSparkAssets::load(spec.head_dir, target);
+  if (!spec.model_dir.empty()) {
     // A target with a Hugging Face tokenizer drafts token ids and needs the
     // draft model's tokenizer.json to be its own; any other drafts through text.
     if (const std::string* tokenizer_json = target.hf_tokenizer_file())
-      model_ = DraftModelAssets::load_same_vocabulary(model, *tokenizer_json,
+      model_ = DraftModelAssets::load_same_vocabulary(spec.model_dir, *tokenizer_json,
                                                       static_cast<uint32_t>(target.summary().vocab), target.pool.get());
     else
-      model_ = DraftModelAssets::load(model, *target.text, target.pool.get());
+      model_ = DraftModelAssets::load(spec.model_dir, *target.text, target.pool.get());
   }
 }
 
 DrafterFactory::~DrafterFactory() = default;
 
 std::unique_ptr<Drafter> DrafterFactory::make(const std::vector<uint32_t>& prompt, bool chat) const {
-  if (spec_ == "none") return nullptr;
-  if (spec_ == "ngram") return std::make_unique<NgramDrafter>();
-  if (!replay_.empty()) {
-    std::vector<uint32_t> expected = prompt;
-    expected.insert(expected.end(), replay_.begin(), replay_.end());
-    return std::make_unique<ReplayDrafter>(std::move(expected));
+  switch (spec_.kind) {
+    case DraftSpec::Kind::None: return nullptr;
+    case DraftSpec::Kind::Ngram: return std::make_unique<NgramDrafter>();
+    case DraftSpec::Kind::Replay: {
+      std::vector<uint32_t> expected = prompt;
+      expected.insert(expected.end(), replay_.begin(), replay_.end());
+      return std::make_unique<ReplayDrafter>(std::move(expected));
+    }
+    case DraftSpec::Kind::Head: return std::make_unique<DSparkDrafter>(dspark_);
+    case DraftSpec::Kind::Model: return std::make_unique<ModelDrafter>(model_);
+    case DraftSpec::Kind::Auto: break;
   }
-  if (starts_with(spec_, "dspark:")) return std::make_unique<DSparkDrafter>(dspark_);
-  if (starts_with(spec_, "model:")) return std::make_unique<ModelDrafter>(model_);
-  // auto
   if (!chat && model_) return std::make_unique<ModelDrafter>(model_);
   if (dspark_) return std::make_unique<DSparkDrafter>(dspark_);
   return std::make_unique<NgramDrafter>();
 }
 
 std::string DrafterFactory::describe() const {
-  if (spec_ != "auto") return spec_;
+  if (spec_.kind != DraftSpec::Kind::Auto) return draft_spec_text(spec_);
   std::string chat = dspark_ ? "dspark" : "ngram";
   std::string raw = model_ ? "model" : chat;
   return "auto (chats: " + chat + ", completions: " + raw + ")";

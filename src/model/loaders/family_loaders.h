@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "engine/engine_options.h"
-#include "engine/loaded_model.h"
+#include "load/engine_options.h"
+#include "load/loaded_model.h"
 
 namespace deltafin {
 

@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "engine/family_loading.h"
+#include "load/family_loading.h"
 #include "model/kimi_k3/checkpoint.h"
 #include "model/kimi_k3/family_checkpoint.h"
 #include "model/registry.h"

@@ -1,4 +1,4 @@
-// Kimi K3 behind LoadedModel (engine/loaded_model.h): its config, weights,
+// Kimi K3 behind LoadedModel (load/loaded_model.h): its config, weights,
 // tiktoken tokenizer, chat format, route lookahead and model, loaded from a
 // Hugging Face checkpoint (every expert in RAM) or from a store (experts
 // streamed). The registry's loaders (model/loaders) pick this by family.
@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "engine/engine_options.h"
-#include "engine/loaded_model.h"
+#include "load/engine_options.h"
+#include "load/loaded_model.h"
 #include "model/kimi_k3/chat_format.h"
 #include "model/kimi_k3/config.h"
 #include "model/kimi_k3/lookahead.h"

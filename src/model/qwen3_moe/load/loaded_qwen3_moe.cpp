@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "engine/family_loading.h"
+#include "load/family_loading.h"
 #include "format/checkpoint.h"
 #include "model/qwen3_moe/qwen3_moe_weights.h"
 #include "model/registry.h"

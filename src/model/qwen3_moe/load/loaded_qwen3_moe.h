@@ -1,4 +1,4 @@
-// Qwen3-MoE behind LoadedModel (engine/loaded_model.h): its config, weights,
+// Qwen3-MoE behind LoadedModel (load/loaded_model.h): its config, weights,
 // Hugging Face tokenizer (and the tokenizer.json it came from, which a
 // same-vocabulary draft model must match), chat format and model, loaded
 // from a checkpoint (every expert in RAM) or from a store (experts
@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "engine/engine_options.h"
-#include "engine/loaded_model.h"
+#include "load/engine_options.h"
+#include "load/loaded_model.h"
 #include "model/qwen3/qwen3_chat.h"
 #include "model/qwen3_moe/qwen3_moe_model.h"
 #include "tokenizer/hf_tokenizer.h"

@@ -1,0 +1,29 @@
+#include "load/loaded_model.h"
+
+#include "remote/expert_fetcher.h"
+
+namespace deltafin {
+
+void LoadedModel::save_heat() {
+  if (heat && !store_dir.empty()) heat->save(store_dir);
+}
+
+ModelInfo LoadedModel::info() const {
+  ModelInfo i;
+  i.family = family ? family->name : "?";
+  i.spine_format = spine_format;
+  i.load_seconds = load_seconds;
+  i.memory = memory;
+  i.expert_bytes = manifest ? manifest->expert_bytes : 0;
+  if (!stream) return i;
+  StreamInfo& s = i.stream.emplace();
+  s.drives = manifest->drives.size();
+  s.lookahead = route_lookahead() ? route_lookahead()->mode() : LookaheadMode::Off;
+  s.io_engine = io_engine_name(stream->reader().engine());
+  s.io_note = stream->reader().engine_note();
+  if (const ExpertFetcher* f = stream->fetcher())
+    s.mirror = StreamInfo::Mirror{f->url(), static_cast<uint64_t>(f->local_experts()), f->disk_budget_bytes()};
+  return i;
+}
+
+}  // namespace deltafin
