@@ -26,8 +26,8 @@ void K3Model::mix(const std::vector<Act>& anchors, const Act& last, const std::v
     be_.copy(last, out);  // a mix over one value is that value (bits included, -0 too)
     return;
   }
-  std::vector<const Act*> values;
-  values.reserve(anchors.size() + 1);
+  std::vector<const Act*>& values = mix_values_;  // reused: a decoded token allocates nothing here
+  values.clear();
   for (const Act& a : anchors) values.push_back(&a);
   values.push_back(&last);
   be_.depth_mix(values, s, static_cast<float>(c_.rms_norm_eps), out);
@@ -217,7 +217,14 @@ Rows K3Model::forward_k3(K3Session& session, std::span<const uint32_t> tokens, b
   // h: the current block-partial sum per position; anchors: completed block sums.
   Act h = be_.act(T, d);
   be_.embed(w_.embed.view(), tokens, h);
-  std::vector<Act> anchors;
+  // The anchors' list is the model's, reused; its Acts go back to the pool
+  // however the pass ends.
+  std::vector<Act>& anchors = anchors_;
+  anchors.clear();
+  struct ReleaseAnchors {
+    std::vector<Act>& a;
+    ~ReleaseAnchors() { a.clear(); }
+  } release_anchors{anchors};
   routes_.resize(static_cast<size_t>(c_.num_hidden_layers));  // layer 0's stays empty
   if (kda_log_) {
     kda_log_->rows = T;
@@ -282,7 +289,9 @@ Rows K3Model::forward_k3(K3Session& session, std::span<const uint32_t> tokens, b
     // so they overlap this layer's reads and compute (§11). The predictor
     // runs on the host: it reads x_mlp.
     if (lookahead_ && i + 1 < c_.num_hidden_layers && c_.is_moe_layer(i + 1) && i >= 1) {
-      Rows x_host(T, d);
+      Rows& x_host = lookahead_rows_;
+      x_host.T = T, x_host.n = d;
+      x_host.v.resize(T * d);
       be_.read(x_mlp, 0, x_host.v);
       std::vector<int64_t> next = lookahead_->plan(i + 1, x_host);
       if (!next.empty()) experts_.prefetch(i + 1, next);

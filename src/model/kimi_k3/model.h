@@ -121,6 +121,11 @@ private:
   KdaLog* kda_log_ = nullptr;
   std::vector<int64_t> capture_layers_;
   Rows captured_;
+  // Reused from pass to pass (a decoded token allocates none of them): the
+  // Mix's list of values, the AttnRes anchors, the lookahead's copy of a row.
+  std::vector<const Act*> mix_values_;
+  std::vector<Act> anchors_;
+  Rows lookahead_rows_;
   PassDriver* pass_ = nullptr;  // during forward() only
 };
 
