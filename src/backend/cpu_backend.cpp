@@ -1,6 +1,7 @@
 #include "backend/cpu_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
 
@@ -44,16 +45,34 @@ size_t size_class(size_t floats) {
   return (floats + step - 1) / step * step;
 }
 
+// This thread's number, for its own free lists (threads are few: the pool's
+// and the callers').
+size_t thread_number() {
+  static std::atomic<size_t> next{0};
+  thread_local const size_t number = next.fetch_add(1, std::memory_order_relaxed);
+  return number;
+}
+
 }  // namespace
 
+// A thread takes back the slots it gave back (their lines are still in its
+// core's cache), and another thread's free slot of the class only when it
+// has none: with one shared list, the experts computed at once on two
+// threads traded their buffers every layer, and each trade moved the
+// buffers' cache lines between cores.
 Backend::Slot CpuBackend::acquire(size_t floats) {
-  const size_t cls = size_class(floats);
+  const size_t cls = size_class(floats), me = thread_number();
   std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<uint32_t>& free = free_[cls];
+  if (free_.size() <= me) free_.resize(me + 1);
+  std::vector<uint32_t>* free = &free_[me][cls];
+  for (size_t t = 0; free->empty() && t < free_.size(); ++t) {
+    auto it = free_[t].find(cls);
+    if (it != free_[t].end() && !it->second.empty()) free = &it->second;
+  }
   uint32_t index;
-  if (!free.empty()) {
-    index = free.back();
-    free.pop_back();
+  if (!free->empty()) {
+    index = free->back();
+    free->pop_back();
   } else {
     index = static_cast<uint32_t>(slots_.size());
     slots_.push_back(std::make_unique<std::vector<float>>(cls));
@@ -63,8 +82,10 @@ Backend::Slot CpuBackend::acquire(size_t floats) {
 }
 
 void CpuBackend::release(uint32_t slot) {
+  const size_t me = thread_number();
   std::lock_guard<std::mutex> lock(mutex_);
-  free_[class_of_[slot]].push_back(slot);
+  if (free_.size() <= me) free_.resize(me + 1);
+  free_[me][class_of_[slot]].push_back(slot);
 }
 
 size_t CpuBackend::slots_made() const {

@@ -64,7 +64,7 @@ private:
   mutable std::mutex mutex_;  // guards the two lists, not the values
   std::vector<std::unique_ptr<std::vector<float>>> slots_;  // a slot's floats stay put while it is out
   std::vector<size_t> class_of_;                            // per slot: its size class (floats)
-  std::map<size_t, std::vector<uint32_t>> free_;            // size class -> free slots
+  std::vector<std::map<size_t, std::vector<uint32_t>>> free_;  // per thread number: size class -> free slots
 };
 
 }  // namespace deltafin
