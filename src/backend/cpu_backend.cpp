@@ -175,26 +175,20 @@ void CpuBackend::gated_matmul(const WeightView& gate, const WeightView& up, cons
   check_shape(h, n, I, "gated_matmul", "h");
   if (up.rows != gate.rows || up.cols != gate.cols)
     fail("cpu backend: gated_matmul: up is [", up.rows, ", ", up.cols, "], gate [", gate.rows, ", ", gate.cols, "]");
-  Act u = act(n, I), g;
-  if (fn.kind != Gate::Kind::SiluMul) g = act(n, I);
-  // One pointer captured: std::function holds it in place (no allocation per product).
-  struct Pair {
-    size_t n, I;
-    float *g, *u, *h;
-    Gate fn;
-  } r{n, I, fn.kind == Gate::Kind::SiluMul ? data(h) : data(g), data(u), data(h), fn};
+  Act u = act(n, I);
+  float* ud = data(u);
   if (fn.kind == Gate::Kind::SiluMul) {  // silu(g) * u in place: h is g
-    matmul_pair(gate, up, data(x), n, r.g, r.u, pool_, [p = &r](size_t rb, size_t re) {
-      for (size_t t = 0; t < p->n; ++t)
-        for (size_t i = t * p->I + rb; i < t * p->I + re; ++i) p->g[i] = silu(p->g[i]) * p->u[i];
+    float* g = data(h);
+    matmul_pair(gate, up, data(x), n, g, ud, pool_, [&](size_t rb, size_t re) {
+      for (size_t t = 0; t < n; ++t)
+        for (size_t i = t * I + rb; i < t * I + re; ++i) g[i] = silu(g[i]) * ud[i];
     });
     return;
   }
-  matmul_pair(gate, up, data(x), n, r.g, r.u, pool_, [p = &r](size_t rb, size_t re) {
-    for (size_t t = 0; t < p->n; ++t) {
-      const size_t o = t * p->I + rb;
-      situ(p->g + o, p->u + o, re - rb, p->fn.beta, p->fn.beta_lin, p->h + o);
-    }
+  Act g = act(n, I);
+  float *gd = data(g), *hd = data(h);
+  matmul_pair(gate, up, data(x), n, gd, ud, pool_, [&](size_t rb, size_t re) {
+    for (size_t t = 0; t < n; ++t) situ(gd + t * I + rb, ud + t * I + rb, re - rb, fn.beta, fn.beta_lin, hd + t * I + rb);
   });
 }
 
@@ -324,32 +318,26 @@ bool CpuBackend::attention_gqa(const Act& q, KvLayer cache, const GqaShape& s, A
   const size_t G = H / s.kv_heads, qd = H * hd, start = static_cast<size_t>(s.start);
   check_shape(q, T, qd, "attention", "q");
   check_shape(out, T, qd, "attention", "out");
-  struct Block {
-    const float *q, *keys, *values;
-    float* out;
-    size_t t0, t1, H, G, hd, qd, start, stride;
-    float scale;
-  } b{data(q), cache.keys, cache.values, data(out), 0, 0, H, G, hd, qd, start, cache.stride, s.scale};
-  // One pointer captured: std::function holds it in place (no allocation per layer).
-  auto block = [p = &b](size_t begin, size_t end) {
-    // Per thread, grown geometrically with the context: decoding allocates
-    // only when the context doubles.
-    thread_local std::vector<float> scratch;
-    if (scratch.size() < p->start + p->t1) scratch.resize(std::max(p->start + p->t1, 2 * scratch.size()));
-    for (size_t item = begin; item < end; ++item) {
-      const size_t t = p->t0 + item / p->H, hh = item % p->H, g = hh / p->G;
-      attention(p->q + t * p->qd + hh * p->hd, p->keys + g * p->hd, p->stride, p->values + g * p->hd, p->stride,
-                p->start + t + 1, p->hd, p->hd, p->scale, scratch.data(), p->out + t * p->qd + hh * p->hd);
-    }
-  };
+  const float* qd_ = data(q);
+  float* od = data(out);
   for (size_t t0 = 0; t0 < T; t0 += kAttentionStopRows) {
-    b.t0 = t0;
-    b.t1 = std::min(T, t0 + kAttentionStopRows);
+    const size_t t1 = std::min(T, t0 + kAttentionStopRows);
+    auto block = [&](size_t begin, size_t end) {
+      // Per thread, grown geometrically with the context: decoding allocates
+      // only when the context doubles.
+      thread_local std::vector<float> scratch;
+      if (scratch.size() < start + t1) scratch.resize(std::max(start + t1, 2 * scratch.size()));
+      for (size_t item = begin; item < end; ++item) {
+        const size_t t = t0 + item / H, hh = item % H, g = hh / G;
+        attention(qd_ + t * qd + hh * hd, cache.keys + g * hd, cache.stride, cache.values + g * hd, cache.stride,
+                  start + t + 1, hd, hd, s.scale, scratch.data(), od + t * qd + hh * hd);
+      }
+    };
     if (pool_)
-      pool_->parallel_for((b.t1 - t0) * H, block);
+      pool_->parallel_for((t1 - t0) * H, block);
     else
-      block(0, (b.t1 - t0) * H);
-    if (stop && b.t1 < T && stop()) return false;
+      block(0, (t1 - t0) * H);
+    if (stop && t1 < T && stop()) return false;
   }
   return true;
 }

@@ -1,5 +1,5 @@
 // Heap allocations of a Qwen3-MoE decode step, counted by replacing the
-// global operator new in this test binary: after five warm-up steps, a step
+// global operator new (tests/support/allocation_count.h): after five warm-up steps, a step
 // of a 4-layer model allocates exactly as often as a step of a 2-layer one,
 // i.e. nothing per layer (no per-expert buffers, no routing maps, no route
 // vectors: the backend's pool and the blocks' reused bookkeeping), with one
@@ -9,42 +9,14 @@
 // std::stable_sort's buffer, a buffer pool that resized slots.)
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cstdio>
-#include <cstdlib>
-#include <new>
 
 #include "model/qwen3_moe/qwen3_moe_generator.h"
 #include "model/qwen3_moe/qwen3_moe_model.h"
 #include "model/qwen3_moe/qwen3_moe_weights.h"
+#include "support/allocation_count.h"
 #include "support/test_support.h"
 #include "util/thread_pool.h"
-
-// Not under AddressSanitizer, whose own operator new checks every new
-// against its delete: the count is the release build's.
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define DELTAFIN_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define DELTAFIN_ASAN 1
-#endif
-
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<uint64_t> g_allocations{0};
-}  // namespace
-
-#ifndef DELTAFIN_ASAN
-void* operator new(std::size_t n) {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-#endif
 
 namespace deltafin {
 namespace qwen3_moe_alloc_test {
@@ -65,23 +37,11 @@ uint64_t step_allocations(const std::string& dir, int64_t layers, ThreadPool* po
   std::unique_ptr<ResidentExpertSource> experts = load_resident_qwen3_moe_experts(config, checkpoint);
   Qwen3MoeModel model(config, weights, *experts, pool);
   std::unique_ptr<ModelSession> session = model.new_session();
-  session->plan_length(16);  // the session's rows are allocated once, as the engine does
-  // Five warm-up steps: the attention scratch grows geometrically with the
-  // context (to 8 positions at the fifth), so the sixth needs no more.
-  const uint32_t tokens[] = {3, 5, 7, 11, 13, 17};
-  for (size_t t = 0; t < 5; ++t) model.forward(*session, std::span(tokens + t, 1), false);
-  g_allocations = 0;
-  g_counting = true;
-  Rows logits = model.forward(*session, std::span(tokens + 5, 1), false);
-  g_counting = false;
-  EXPECT_EQ(logits.T, 1u);
-  return g_allocations.load();
+  return test::decode_step_allocations(model);
 }
 
 TEST(Qwen3MoeDecode, AllocatesNothingPerLayer) {
-#ifdef DELTAFIN_ASAN
-  GTEST_SKIP() << "allocations are counted in builds without AddressSanitizer";
-#endif
+  if (!test::counts_allocations()) GTEST_SKIP() << "allocations are counted in builds without AddressSanitizer";
   test::TempDir dir;
   for (int threads : {1, 2}) {
     std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;

@@ -24,5 +24,8 @@ uint32_t argmax_first(const float* scores, size_t n);
 
 // The k indices of highest score in ranking order (k <= n).
 std::vector<int64_t> top_k_experts(const float* scores, size_t n, size_t k);
+// The same into `out`, with `order` as scratch: both keep their storage
+// between calls, so a router that reuses them allocates nothing.
+void top_k_experts_into(const float* scores, size_t n, size_t k, std::vector<int64_t>& order, std::vector<int64_t>& out);
 
 }  // namespace deltafin

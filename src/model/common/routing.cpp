@@ -1,8 +1,5 @@
 #include "model/common/routing.h"
 
-#include <algorithm>
-#include <numeric>
-
 #include "kernels/ops.h"
 #include "model/common/greedy.h"
 #include "util/error.h"
@@ -12,17 +9,10 @@ namespace deltafin {
 namespace {
 
 // out.experts = the k indices of highest score in ranking order, into the
-// Route's own storage (greedy.h's top_k_experts without its allocations).
+// Route's own storage.
 void choose(std::span<const float> x, size_t k, RouteScratch& s, Route& out) {
   if (k == 0 || k > x.size()) fail("routing: top ", k, " of ", x.size(), " experts");
-  s.order.resize(x.size());
-  std::iota(s.order.begin(), s.order.end(), 0);
-  std::partial_sort(s.order.begin(), s.order.begin() + static_cast<std::ptrdiff_t>(k), s.order.end(),
-                    [&](int64_t a, int64_t b) {
-                      return ranks_before(x[static_cast<size_t>(a)], static_cast<size_t>(a), x[static_cast<size_t>(b)],
-                                          static_cast<size_t>(b));
-                    });
-  out.experts.assign(s.order.begin(), s.order.begin() + static_cast<std::ptrdiff_t>(k));
+  top_k_experts_into(x.data(), x.size(), k, s.order, out.experts);
 }
 
 }  // namespace
