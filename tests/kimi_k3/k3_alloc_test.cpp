@@ -1,5 +1,6 @@
 // Heap allocations of a Kimi K3 decode step, counted by replacing the
-// global operator new (tests/support/allocation_count.h): after five warm-up steps, a step
+// global operator new (tests/support/allocation_count.h): in steady state (the fewest of eight
+// steps after five warm-up ones), a step
 // of an 8-layer model allocates exactly as often as a step of a 4-layer one,
 // i.e. nothing per layer (no per-expert buffers, no routing maps, no route
 // vectors, Mix lists: the backend's pool and reused bookkeeping), with one
@@ -24,7 +25,7 @@ namespace deltafin {
 namespace k3_alloc_test {
 namespace {
 
-// Allocations of the sixth one-token step of a model with `layers` layers.
+// Allocations of a steady-state one-token step (the fewest of eight) of a model with `layers` layers.
 uint64_t step_allocations(const std::string& dir, int64_t layers, ThreadPool* pool) {
   MakeCheckpointRequest r;
   r.out = dir;

@@ -1,5 +1,6 @@
 // Heap allocations of a Qwen3-MoE decode step, counted by replacing the
-// global operator new (tests/support/allocation_count.h): after five warm-up steps, a step
+// global operator new (tests/support/allocation_count.h): in steady state (the fewest of eight
+// steps after five warm-up ones), a step
 // of a 4-layer model allocates exactly as often as a step of a 2-layer one,
 // i.e. nothing per layer (no per-expert buffers, no routing maps, no route
 // vectors: the backend's pool and the blocks' reused bookkeeping), with one
@@ -22,7 +23,7 @@ namespace deltafin {
 namespace qwen3_moe_alloc_test {
 namespace {
 
-// Allocations of the sixth one-token step of a model with `layers` layers.
+// Allocations of a steady-state one-token step (the fewest of eight) of a model with `layers` layers.
 uint64_t step_allocations(const std::string& dir, int64_t layers, ThreadPool* pool) {
   Qwen3MoeGenerateOptions o;
   o.out_dir = dir;
