@@ -16,7 +16,7 @@
 
 namespace deltafin {
 
-enum class Family { KimiK3, Qwen3Moe, Qwen3Dense, K3DSpark };
+enum class Family { KimiK3, Qwen3Moe, Qwen3Dense, K3DSpark, DeepseekV3 };
 
 class FamilyCheckpoint;
 struct RecordPart;
