@@ -46,6 +46,13 @@ tests (under 5 MB), small (tens of MB), bench (K3's real 17,547,264-byte experts
 experts, set by --layers and --experts), k3 (K3's full dimensions: terabytes).
 k3_dspark --target K3_DIR: a DSpark drafter for that checkpoint (config.json with every field of the
 released one, scaled; model.safetensors; the target's embedding copied).
+deepseek_v3 [--flavor F]: the DeepSeek-V3 family as released (DeepseekV3ForCausalLM: config.json with every
+released field and quantization_config, sharded safetensors with the index, tokenizer files). Flavors:
+deepseek_v3 (DeepSeek V3/R1: FP8 e4m3 Linears with F32 128x128 block scales, grouped routing, YaRN beta 32/1,
+the MTP layer), deepseek_v3_q_proj (the same with q_lora_rank null), kimi_k2 (Kimi K2-Instruct: FP8, n_group 1,
+YaRN beta 1/1, no MTP), kimi_k2_thinking (INT4 routed experts, compressed-tensors pack-quantized group 32, the
+rest BF16). --preset bench has DeepSeek V3's real expert (44,050,944 bytes FP8 with scales; K2-Thinking's INT4
+expert 24,772,656 bytes) with 4 layers of 16 experts; the dimension options apply.
 qwen3: a small Qwen3 dense draft model with tokenizer.json (--hidden, --layers, --vocab, --intermediate).
 qwen3_moe: a Qwen3-MoE checkpoint (Qwen3MoeForCausalLM: config.json with every released field, sharded
 BF16 safetensors with the index, tokenizer.json); --preset bench has Qwen3-235B-A22B's expert (37,748,736
@@ -62,6 +69,10 @@ token; each token may appear once), for testing a client or agent against known 
                   "The model family: " + archs + "; k3 is another name for kimi_k3. k3_dspark needs --target, the K3 "
                   "checkpoint it drafts for")
       ->capture_default_str();
+  sub->add_option("--flavor", a->request.flavor,
+                  "deepseek_v3: the release whose layout is written (deepseek_v3, deepseek_v3_q_proj, kimi_k2, "
+                  "kimi_k2_thinking; default deepseek_v3)")
+      ->check(one_of({"deepseek_v3", "deepseek_v3_q_proj", "kimi_k2", "kimi_k2_thinking"}));
   sub->add_option("--target", a->request.target, "k3_dspark: the K3 checkpoint directory the drafter is made for");
   sub->add_option("--preset", a->request.preset, "tiny for tests, small (tens of MB), bench (K3's real expert size; qwen3_moe: Qwen3-235B-A22B's), or k3, K3's full dimensions")
       ->check(one_of({"tiny", "small", "bench", "k3"}))

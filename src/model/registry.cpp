@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "model/deepseek_v3/make_checkpoint.h"
 #include "model/k3_dspark/generator.h"
 #include "model/kimi_k3/describe.h"
 #include "model/kimi_k3/generator.h"
@@ -52,6 +53,11 @@ const std::vector<FamilyInfo>& model_families() {
        make_qwen3_checkpoint, nullptr, nullptr, nullptr},
       {Family::K3DSpark, "k3_dspark", "k3_dspark", "K3DSparkModel", "K3's DSpark drafter", false,
        make_dspark_checkpoint, nullptr, nullptr, nullptr},
+      // make-model only so far: the loader, setup and inspect come with the
+      // family's forward pass (issue 34); Kimi K2's model_type kimi_k2 too.
+      {Family::DeepseekV3, "deepseek_v3", "deepseek_v3", "DeepseekV3ForCausalLM",
+       "DeepSeek-V3 family (DeepSeek V3/R1/V3.1, Kimi K2; MLA, FP8 or INT4 experts)", false,
+       make_deepseek_v3_checkpoint, nullptr, nullptr, nullptr},
   };
   return families;
 }
@@ -133,6 +139,8 @@ const FamilyInfo& family_by_arch(const std::string& arch) {
 
 std::string make_family_checkpoint(const FamilyInfo& f, const MakeCheckpointRequest& r) {
   if (f.family != Family::K3DSpark && !r.target.empty()) fail("make-model: --target applies only to --arch k3_dspark");
+  if (f.family != Family::DeepseekV3 && !r.flavor.empty())
+    fail("make-model: --flavor applies only to --arch deepseek_v3 (the release whose layout it writes)");
   if (f.family != Family::Qwen3Moe && !r.script.empty())
     fail("make-model: --script applies only to --arch qwen3_moe (a bigram table of token spellings; K3's tool markup "
          "repeats its tags, which a bigram cannot)");

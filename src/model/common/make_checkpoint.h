@@ -20,6 +20,7 @@ struct MakeCheckpointRequest {
   std::string out;
   std::string preset = "tiny";     // tiny, small, bench, k3 (which a family accepts is its own)
   std::string target;              // a drafter's target checkpoint (k3_dspark only)
+  std::string flavor;              // deepseek_v3 only: which release's layout (empty: the family's default)
   uint64_t seed = 1;
   uint64_t shard_bytes = 4096ull << 20;
   bool force = false;              // overwrite an existing checkpoint in `out`
