@@ -15,7 +15,7 @@
 #include "model/kimi_k3/chat_format.h"
 #include "model/qwen3_moe/family_checkpoint.h"
 #include "model/deepseek_v3/family_checkpoint.h"
-// (the maker arrives with make_checkpoint.h)
+#include "model/deepseek_v3/make_checkpoint.h"
 #include "util/error.h"
 #include "util/file.h"
 
@@ -48,7 +48,7 @@ const std::vector<FamilyInfo>& model_families() {
        qwen3_moe_layout},
       {Family::DeepseekV3, "deepseek_v3", "deepseek_v3", "DeepseekV3ForCausalLM",
        "DeepSeek-V3 family (DeepSeek V3/R1/V3.1, Kimi K2: MLA + YaRN, FP8/INT4 experts)", true,
-       nullptr, open_checkpoint<DeepseekV3FamilyCheckpoint>, nullptr, deepseek_v3_layout, "kimi_k2"},
+       make_deepseek_v3_checkpoint, open_checkpoint<DeepseekV3FamilyCheckpoint>, nullptr, deepseek_v3_layout, "kimi_k2"},
       {Family::Qwen3Dense, "qwen3", "qwen3", "Qwen3ForCausalLM", "Qwen3 dense (a draft model)", false,
        make_qwen3_checkpoint, nullptr, nullptr, nullptr},
       {Family::K3DSpark, "k3_dspark", "k3_dspark", "K3DSparkModel", "K3's DSpark drafter", false,
