@@ -179,9 +179,12 @@ HfTokenizer HfTokenizer::parse(std::string_view text, const std::string& path) {
       // A key with a character outside the byte map (DeepSeek V3 lists its
       // added tokens <｜begin▁of▁sentence｜>... in the vocab too) is a token
       // no byte-level piece can ever be: BPE never reaches it, only the
-      // added-token matcher can. Its table entry is a placeholder that valid
-      // UTF-8 never contains; what it decodes to is its own UTF-8, as the
-      // ByteLevel decoder gives for a string outside the alphabet.
+      // added-token matcher can. Its table entry is a placeholder holding
+      // 0xff 0xfe, which no valid UTF-8 text (every piece BPE sees) contains,
+      // and which no merge can make: a byte-level token of those bytes would
+      // be a duplicate the RankTable refuses. What it decodes to is its own
+      // UTF-8, as the ByteLevel decoder gives for a string outside the
+      // alphabet.
       if (utf8_invalid_offset(it.key()) != kUtf8Valid) entry.fail_here("is not valid UTF-8");
       tokens[id] = cat("\xff\xfe", id, "\xff");
       t.unreachable_[id] = it.key();
@@ -225,12 +228,11 @@ HfTokenizer HfTokenizer::parse(std::string_view text, const std::string& path) {
     auto lookup = [&](const std::string& token) {
       std::optional<std::string> bytes = byte_level_to_bytes(token);
       uint32_t id = bytes ? t.vocab_.find(*bytes) : kNoRank;
-      if (id == kNoRank || t.unreachable_.count(id)) m.fail_here("uses ", escaped(token), ", which is not in model.vocab");
+      if (id == kNoRank) m.fail_here("uses ", escaped(token), ", which is not in model.vocab");
       return id;
     };
     uint32_t l = lookup(left), r = lookup(right);
-    const uint32_t joined = t.vocab_.find(t.vocab_.bytes(l) + t.vocab_.bytes(r));
-    if (joined == kNoRank || t.unreachable_.count(joined))
+    if (t.vocab_.find(t.vocab_.bytes(l) + t.vocab_.bytes(r)) == kNoRank)
       m.fail_here("joins to ", escaped(left + right), ", which is not in model.vocab");
     // A repeated pair takes its later rank, as tokenizers' HashMap collect does.
     t.merges_[pair_key(l, r)] = static_cast<uint32_t>(i);
@@ -377,7 +379,7 @@ void HfTokenizer::encode_piece(std::string_view piece, std::vector<uint32_t>& ou
   // ignore_merges: a piece that is a token is taken whole, merges or not.
   if (piece.size() == 1 || ignore_merges_) {
     uint32_t whole = vocab_.find(piece);
-    if (whole != kNoRank && !unreachable_.count(whole)) {
+    if (whole != kNoRank) {
       out.push_back(whole);
       return;
     }
@@ -465,7 +467,7 @@ std::optional<uint32_t> HfTokenizer::token_id(std::string_view content) const {
   std::optional<std::string> bytes = byte_level_to_bytes(content);
   if (!bytes) return std::nullopt;
   uint32_t id = vocab_.find(*bytes);
-  if (id == kNoRank || unreachable_.count(id)) return std::nullopt;
+  if (id == kNoRank) return std::nullopt;
   return id;
 }
 

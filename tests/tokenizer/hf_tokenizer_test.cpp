@@ -234,6 +234,7 @@ TEST_F(HfTokenizerTest, VocabKeysOutsideTheByteAlphabetAreReachedOnlyAsAddedToke
   const Ids words = t.encode("lone word", true);
   EXPECT_EQ(std::count(words.begin(), words.end(), 262u), 0);
   EXPECT_EQ(t.decode(Ids{262}), "lone word");
+  EXPECT_EQ(t.token_id("lone word"), 262u);
   EXPECT_EQ(t.model_vocab_size(), 263u);
 }
 

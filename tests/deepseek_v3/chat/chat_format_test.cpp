@@ -429,10 +429,11 @@ TEST(DeepSeekV3Answer, V31Calls) {
 }
 
 TEST(DeepSeekV3Answer, FencedCalls) {
+  // The "\n" between calls is the template's separator, not content.
   Answer a = parse(F::DeepSeekV3, false,
-                   {CSB, CB, "function", SEP, "f\n```json\n{\"a\": 1}\n```", CE, "\n", CB, "function", SEP,
+                   {"Calling.", CSB, CB, "function", SEP, "f\n```json\n{\"a\": 1}\n```", CE, "\n", CB, "function", SEP,
                     "h\n```json\n[]\n```", CE, CSE});
-  EXPECT_EQ(a.content, "");
+  EXPECT_EQ(a.content, "Calling.");
   EXPECT_EQ(a.calls, (std::vector<ToolCallDelta>{begins(0, "f"), ends(0, "{\"a\": 1}"), begins(1, "h"), ends(1, "[]")}));
 }
 
