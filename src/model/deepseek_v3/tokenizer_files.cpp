@@ -323,8 +323,9 @@ void write_k2_files(const std::string& dir, int64_t vocab_size) {
 const char* const kDeepSeekV3Splits[3] = {
     R"(\p{N}{1,3})",
     "[一-龥぀-ゟ゠-ヿ]+",
-    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|"
-    "\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+    // One string (two literals): punctuation + letters | letters | punctuation | whitespace.
+    ("[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|"
+     "\\s*[\r\n]+|\\s+(?!\\S)|\\s+"),
 };
 
 std::vector<std::string> deepseek_v3_pretokenize(std::string_view text) {
