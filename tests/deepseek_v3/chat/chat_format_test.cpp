@@ -20,6 +20,7 @@
 #include "util/file.h"
 
 namespace deltafin {
+namespace deepseek_v3_chat_test {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -465,4 +466,5 @@ TEST(KimiK2Answer, Calls) {
 }
 
 }  // namespace
+}  // namespace deepseek_v3_chat_test
 }  // namespace deltafin

@@ -34,6 +34,7 @@
 #include "util/file.h"
 
 namespace deltafin {
+namespace deepseek_v3_oracle_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -300,4 +301,5 @@ TEST(DeepSeekV3Oracle, RenderingMatchesJinjaOnTheTemplates) {
 }
 
 }  // namespace
+}  // namespace deepseek_v3_oracle_test
 }  // namespace deltafin
