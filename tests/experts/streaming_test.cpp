@@ -15,6 +15,7 @@
 #include "model/kimi_k3/load/loaded_k3.h"
 #include "model/loaders/family_loaders.h"
 #include "io/aligned_buffer.h"
+#include "model/deepseek_v3/generator.h"
 #include "model/kimi_k3/generator.h"
 #include "model/qwen3_moe/qwen3_moe_generator.h"
 #include "store/heat.h"
@@ -81,6 +82,13 @@ struct World {
       o.dims = preset_dims(preset);
       o.progress = false;
       generate_k3_checkpoint(o);
+    } else if (family == "deepseek_v3") {
+      DeepseekV3GenerateOptions o;  // FP8 experts and spine, grouped routing
+      o.out_dir = ckpt;
+      o.seed = 21;
+      o.dims = deepseek_v3_preset(preset, DeepseekV3Flavor::DeepseekV3);
+      o.progress = false;
+      generate_deepseek_v3_checkpoint(o);
     } else {
       Qwen3MoeGenerateOptions o;
       o.out_dir = ckpt;
@@ -131,6 +139,11 @@ World& tiny() {
   return w;
 }
 
+World& tiny_deepseek_v3() {
+  static World w("deepseek_v3", "tiny", 12);
+  return w;
+}
+
 World& tiny_qwen3_moe() {
   static World w("qwen3_moe", "tiny", 12);
   return w;
@@ -174,7 +187,7 @@ TEST_P(StreamedExactness, LogitsBitIdenticalToResident) {
   std::string why;
   const std::string missing = test::missing_for_reader(c.io, &why);
   REQUIRE_CAPABILITY(missing, missing.empty(), why);
-  World& w = c.family == "kimi_k3" ? tiny() : tiny_qwen3_moe();
+  World& w = c.family == "kimi_k3" ? tiny() : c.family == "deepseek_v3" ? tiny_deepseek_v3() : tiny_qwen3_moe();
   const std::string store = w.store(c.drives, c.replicate, c.layout);
   EngineOptions o = engine_options(c);
   if (c.cache_gb > 0) o.cache_gb = 3.0 * static_cast<double>(load_store_manifest(store).expert_bytes) / 1e9 * 4;
@@ -207,7 +220,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"qwen3_moe", 2, 1, LookaheadMode::Auto, IoEngine::Uring, 2},
                       Case{"qwen3_moe", 2, -1, LookaheadMode::Off, IoEngine::Uring, 1, false, "striped"},
                       Case{"qwen3_moe", 3, 0, LookaheadMode::Off, IoEngine::Pread, 2, false, "striped"},
-                      Case{"qwen3_moe", 2, 0, LookaheadMode::Off, IoEngine::Uring, 1, true}),
+                      Case{"qwen3_moe", 2, 0, LookaheadMode::Off, IoEngine::Uring, 1, true},
+                      // The DeepSeek-V3 family (FP8 records with their block scales): whole and striped.
+                      Case{"deepseek_v3", 1, 0, LookaheadMode::Off, IoEngine::Uring, 2},
+                      Case{"deepseek_v3", 2, 1, LookaheadMode::Off, IoEngine::Pread, 1, false, "striped"}),
     [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
 
 // The small preset routes 16 of 64 experts: a 9-token prefill needs more
