@@ -233,6 +233,9 @@ std::vector<double> rms_norm(const std::vector<double>& x, const std::vector<dou
 
 double silu(double v) { return v / (1.0 + std::exp(-v)); }
 
+// q_a_layernorm and kv_a_layernorm: DeepseekV3RMSNorm(rank), eps left at 1e-6.
+constexpr double kLatentNormEps = 1e-6;
+
 double number(const json& c, const char* key) {
   if (!c.contains(key) || !c[key].is_number()) fail("reference: config.json has no number ", key);
   return c[key].get<double>();
@@ -265,6 +268,7 @@ ReferenceDeepseekV3::ReferenceDeepseekV3(const std::string& dir) : tensors_(std:
     fail("reference: only sigmoid scoring with noaux_tc routing (got ", c.value("scoring_func", "?"), ", ",
          c.value("topk_method", "?"), ")");
   if (c.value("hidden_act", "silu") != "silu") fail("reference: hidden_act must be silu");
+  if (c.value("attention_bias", false)) fail("reference: attention_bias true (no release has biases)");
   routing_.n_group = static_cast<int>(integer(c, "n_group"));
   routing_.topk_group = static_cast<int>(integer(c, "topk_group"));
   routing_.top_k = static_cast<int>(integer(c, "num_experts_per_tok"));
@@ -410,11 +414,14 @@ std::vector<std::vector<double>> ReferenceDeepseekV3::attention(const std::strin
   std::vector<std::vector<double>> q(T), kv(T), k_pe(T);
   for (size_t t = 0; t < T; ++t) {
     const double pos = static_cast<double>(start + static_cast<int64_t>(t));
-    q[t] = q_lora_ > 0 ? apply(p + ".q_b_proj", norm(p + ".q_a_layernorm.weight", apply(p + ".q_a_proj", y[t])))
+    // The two latent norms are DeepseekV3RMSNorm(rank) with the class's
+    // default eps 1e-6, not rms_norm_eps (DeepSeek's RMSNorm(rank) likewise).
+    q[t] = q_lora_ > 0 ? apply(p + ".q_b_proj", rms_norm(apply(p + ".q_a_proj", y[t]), vec(p + ".q_a_layernorm.weight"),
+                                                         kLatentNormEps))
                        : apply(p + ".q_proj", y[t]);
     const std::vector<double> c = apply(p + ".kv_a_proj_with_mqa", y[t]);
     const std::vector<double> latent(c.begin(), c.begin() + kv_lora_);
-    kv[t] = apply(p + ".kv_b_proj", norm(p + ".kv_a_layernorm.weight", latent));
+    kv[t] = apply(p + ".kv_b_proj", rms_norm(latent, vec(p + ".kv_a_layernorm.weight"), kLatentNormEps));
     k_pe[t] = dsv3_rope_interleaved(std::vector<double>(c.begin() + kv_lora_, c.end()), inv_freq_, rope_factor_, pos);
     for (int64_t h = 0; h < heads_; ++h) {
       double* qh = &q[t][h * qk];

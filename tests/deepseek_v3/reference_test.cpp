@@ -288,7 +288,11 @@ TEST(DeepseekV3Reference, ConfigFieldsChangeTheLogits) {
   const std::vector<uint32_t> tokens(kTokens.begin(), kTokens.begin() + 4);
   const std::vector<double> base = ReferenceDeepseekV3(dir).logits(tokens);
   const std::vector<std::pair<const char*, std::function<void(json&)>>> edits = {
-      {"mscale_all_dim", [](json& c) { c["rope_scaling"]["mscale_all_dim"] = 0.0; }},
+      // The softmax scale alone: attention_factor pinned at 1, as mscale = mscale_all_dim gives it.
+      {"mscale_all_dim", [](json& c) {
+         c["rope_scaling"]["mscale_all_dim"] = 0.0;
+         c["rope_scaling"]["attention_factor"] = 1.0;
+       }},
       {"rope factor", [](json& c) { c["rope_scaling"]["factor"] = 4; }},
       {"rope_theta", [](json& c) { c["rope_theta"] = 50000.0; }},
       {"routed_scaling_factor", [](json& c) { c["routed_scaling_factor"] = 2.827; }},
