@@ -74,7 +74,7 @@ token; each token may appear once), for testing a client or agent against known 
                   "kimi_k2_thinking; default deepseek_v3)")
       ->check(one_of({"deepseek_v3", "deepseek_v3_q_proj", "kimi_k2", "kimi_k2_thinking"}));
   sub->add_option("--target", a->request.target, "k3_dspark: the K3 checkpoint directory the drafter is made for");
-  sub->add_option("--preset", a->request.preset, "tiny for tests, small (tens of MB), bench (K3's real expert size; qwen3_moe: Qwen3-235B-A22B's), or k3, K3's full dimensions")
+  sub->add_option("--preset", a->request.preset, "tiny for tests, small (tens of MB), bench (K3's real expert size; qwen3_moe: Qwen3-235B-A22B's; deepseek_v3: DeepSeek V3's and K2-Thinking's), or k3, K3's full dimensions")
       ->check(one_of({"tiny", "small", "bench", "k3"}))
       ->capture_default_str();
   dimension(sub, "--hidden", a->request.dims.hidden, "hidden_size");

@@ -71,7 +71,7 @@ DeepseekV3Dims deepseek_v3_preset(const std::string& preset, DeepseekV3Flavor fl
   } else if (preset == "small") {
     d.hidden = 576, d.layers = 6, d.dense_layers = kimi ? 1 : 2;
     d.heads = 8, d.q_lora = 192, d.kv_lora = 128, d.nope = 32, d.rope = 16, d.v_dim = 32;
-    d.intermediate = 1536, d.moe_intermediate = 256, d.experts = 64, d.top_k = 8;
+    d.intermediate = 1536, d.moe_intermediate = 256, d.experts = 32, d.top_k = 8;
     d.n_group = kimi ? 1 : 8, d.topk_group = kimi ? 1 : 4;
     d.vocab = kimi ? 1024 : 800;
   } else if (preset == "bench") {

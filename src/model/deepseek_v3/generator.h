@@ -59,7 +59,7 @@ struct DeepseekV3Dims {
 
 // The preset's dimensions for the flavour: "tiny" (unit tests: hidden 160
 // and dense intermediate 200, so FP8 tensors have full and partial 128-blocks;
-// 4 layers, 1 dense), "small" (tens of MB) or "bench" (DeepSeek V3's real
+// 4 layers, 1 dense), "small" (hidden 576, 32 experts: under 90 MB) or "bench" (DeepSeek V3's real
 // expert, hidden 7168 x moe_intermediate 2048: 44,050,944 bytes FP8 with
 // scales; K2-Thinking's INT4 expert: 24,772,656 bytes; 4 layers of 16 experts
 // and a small attention, so it fits a small disk).
