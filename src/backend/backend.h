@@ -180,6 +180,11 @@ public:
   // In place, each head of row t: rotate-half RoPE (pairs i, i + head_dim/2)
   // with cos and sin [rows, head_dim / 2].
   virtual void rope_half(Act& x, size_t head_dim, const Act& cos, const Act& sin) = 0;
+  // In place, each head of row t: interleaved RoPE as DeepSeek's MLA
+  // (Hugging Face's rope_interleave): the head is first de-interleaved,
+  // [x0, x2, x4, ... | x1, x3, x5, ...], then rotated as rope_half, so pair
+  // (x[2i], x[2i+1]) turns by angle i and lands at (i, i + head_dim/2).
+  virtual void rope_pairs(Act& x, size_t head_dim, const Act& cos, const Act& sin) = 0;
   virtual void add(Act& x, const Act& d) = 0;  // x = x + d, elementwise
   // x = x * sigmoid(g), elementwise (kernels/ops.h sigmoid): a sigmoid gate.
   virtual void mul_sigmoid(Act& x, const Act& g) = 0;

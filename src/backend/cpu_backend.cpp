@@ -217,6 +217,27 @@ void CpuBackend::rope_half(Act& x, size_t head_dim, const Act& cos, const Act& s
       rope_head(data(x) + t * x.width() + h, data(cos) + t * half, data(sin) + t * half, half);
 }
 
+void CpuBackend::rope_pairs(Act& x, size_t head_dim, const Act& cos, const Act& sin) {
+  const size_t half = head_dim / 2;
+  if (head_dim == 0 || head_dim % 2 != 0 || x.width() % head_dim != 0)
+    fail("cpu backend: rope_pairs: rows of ", x.width(), ", heads of ", head_dim);
+  check_shape(cos, x.rows(), half, "rope_pairs", "cos");
+  check_shape(sin, x.rows(), half, "rope_pairs", "sin");
+  // One head's de-interleaved copy; a head is a few dozen floats (64 for
+  // DeepSeek V3), so it lives on the stack up to that and on the heap past.
+  constexpr size_t kStackHead = 256;
+  float stack[kStackHead];
+  std::vector<float> heap(head_dim > kStackHead ? head_dim : 0);
+  float* tmp = head_dim > kStackHead ? heap.data() : stack;
+  for (size_t t = 0; t < x.rows(); ++t)
+    for (size_t h = 0; h < x.width(); h += head_dim) {
+      float* head = data(x) + t * x.width() + h;
+      for (size_t i = 0; i < half; ++i) tmp[i] = head[2 * i], tmp[half + i] = head[2 * i + 1];
+      rope_head(tmp, data(cos) + t * half, data(sin) + t * half, half);
+      std::copy_n(tmp, head_dim, head);
+    }
+}
+
 void CpuBackend::add(Act& x, const Act& d) {
   check_shape(d, x.rows(), x.width(), "add", "d");
   float* xp = data(x);

@@ -35,6 +35,7 @@ public:
   void rmsnorm(const Act& x, std::span<const float> w, float eps, Act& y) override;
   void rmsnorm_heads(Act& x, std::span<const float> w, size_t head_dim, float eps) override;
   void rope_half(Act& x, size_t head_dim, const Act& cos, const Act& sin) override;
+  void rope_pairs(Act& x, size_t head_dim, const Act& cos, const Act& sin) override;
   void add(Act& x, const Act& d) override;
   void mul_sigmoid(Act& x, const Act& g) override;
   void depth_mix(std::span<const Act* const> values, std::span<const float> s, float eps, Act& out) override;

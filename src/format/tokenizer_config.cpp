@@ -76,6 +76,11 @@ SpecialTokens k3_special_tokens(uint32_t base) {
 }
 
 void validate_special_tokens(const SpecialTokens& specials, const std::string& source) {
+  validate_special_tokens(specials, source, required_specials());
+}
+
+void validate_special_tokens(const SpecialTokens& specials, const std::string& source,
+                             const std::vector<RequiredSpecial>& required) {
   if (specials.spellings.size() != kReservedTokenCount)
     fail(source, ": expected ", kReservedTokenCount, " reserved tokens, found ", specials.spellings.size());
   if (specials.base > 0xffffffffu - kReservedTokenCount) fail(source, ": base id ", specials.base, " is too large");
@@ -86,7 +91,7 @@ void validate_special_tokens(const SpecialTokens& specials, const std::string& s
       if (static_cast<unsigned char>(c) >= 0x80)
         fail(source, ": special token ", specials.base + i, " spelling ", show_spelling(s), " is not ASCII");
   }
-  for (const RequiredSpecial& r : required_specials())
+  for (const RequiredSpecial& r : required)
     if (specials.spellings[r.offset] != r.spelling)
       fail(source, ": special token ", specials.base + r.offset, " (base+", r.offset, ") must be spelled ",
            r.spelling, ", found ", show_spelling(specials.spellings[r.offset]));
@@ -111,6 +116,11 @@ void validate_special_tokens(const SpecialTokens& specials, const std::string& s
 }
 
 SpecialTokens parse_tokenizer_config(std::string_view json_text, uint32_t base, const std::string& source) {
+  return parse_tokenizer_config(json_text, base, source, required_specials());
+}
+
+SpecialTokens parse_tokenizer_config(std::string_view json_text, uint32_t base, const std::string& source,
+                                     const std::vector<RequiredSpecial>& required) {
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(json_text);
@@ -141,7 +151,7 @@ SpecialTokens parse_tokenizer_config(std::string_view json_text, uint32_t base, 
       specials.spellings[id - base] = content.get<std::string>();
     }
   }
-  validate_special_tokens(specials, source);
+  validate_special_tokens(specials, source, required);
   return specials;
 }
 

@@ -66,12 +66,18 @@ SpecialTokens k3_special_tokens(uint32_t base);
 // unique, none a prefix of another, the required spellings at their offsets.
 // `source` names the origin in error messages.
 void validate_special_tokens(const SpecialTokens& specials, const std::string& source);
+// The same with another family's fixed spellings (Kimi K2's: K3's layout
+// descends from it, but K2 puts its chat tokens at other offsets).
+void validate_special_tokens(const SpecialTokens& specials, const std::string& source,
+                             const std::vector<RequiredSpecial>& required);
 
 // Reads the reserved-token spellings from tokenizer_config.json text; `base` is
 // the number of tiktoken ranks. Fields other than added_tokens_decoder
 // (bos_token, eos_token, model_max_length, ...) are informational for Hugging
 // Face loaders and not read: the runtime's bos/eos/pad ids are fixed offsets.
 SpecialTokens parse_tokenizer_config(std::string_view json_text, uint32_t base, const std::string& source);
+SpecialTokens parse_tokenizer_config(std::string_view json_text, uint32_t base, const std::string& source,
+                                     const std::vector<RequiredSpecial>& required);
 SpecialTokens read_tokenizer_config(const std::string& path, uint32_t base);
 
 // A tokenizer_config.json for a checkpoint whose rank file has `base` ranks:

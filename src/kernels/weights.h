@@ -7,7 +7,7 @@
 
 namespace deltafin {
 
-enum class WeightType { F32, BF16, Int8Row, MXFP4 };
+enum class WeightType { F32, BF16, Int8Row, MXFP4, FP8Block, Int4Group32 };
 
 struct WeightView {
   WeightType type = WeightType::F32;

@@ -14,6 +14,8 @@
 #include "model/qwen3_moe/describe.h"
 #include "model/kimi_k3/chat_format.h"
 #include "model/qwen3_moe/family_checkpoint.h"
+#include "model/deepseek_v3/family_checkpoint.h"
+#include "model/deepseek_v3/make_checkpoint.h"
 #include "util/error.h"
 #include "util/file.h"
 
@@ -28,6 +30,9 @@ std::unique_ptr<FamilyCheckpoint> open_checkpoint(const std::string& dir, const 
   return opener ? std::make_unique<Checkpoint>(dir, *opener) : std::make_unique<Checkpoint>(dir);
 }
 std::vector<RecordPart> k3_layout(const std::string& config) { return k3_record_layout(load_k3_config(config)); }
+std::vector<RecordPart> deepseek_v3_layout(const std::string& config) {
+  return deepseek_v3_record_layout(read_deepseek_v3_config(config));
+}
 std::vector<RecordPart> qwen3_moe_layout(const std::string& config) {
   return qwen3_moe_record_layout(read_qwen3_moe_config(config));
 }
@@ -41,6 +46,9 @@ const std::vector<FamilyInfo>& model_families() {
       {Family::Qwen3Moe, "qwen3_moe", "qwen3_moe", "Qwen3MoeForCausalLM", "Qwen3-MoE (GQA, BF16 experts)", true,
        make_qwen3_moe_checkpoint, open_checkpoint<Qwen3MoeFamilyCheckpoint>, describe_qwen3_moe_checkpoint,
        qwen3_moe_layout},
+      {Family::DeepseekV3, "deepseek_v3", "deepseek_v3", "DeepseekV3ForCausalLM",
+       "DeepSeek-V3 family (DeepSeek V3/R1/V3.1, Kimi K2: MLA + YaRN, FP8/INT4 experts)", true,
+       make_deepseek_v3_checkpoint, open_checkpoint<DeepseekV3FamilyCheckpoint>, nullptr, deepseek_v3_layout, "kimi_k2"},
       {Family::Qwen3Dense, "qwen3", "qwen3", "Qwen3ForCausalLM", "Qwen3 dense (a draft model)", false,
        make_qwen3_checkpoint, nullptr, nullptr, nullptr},
       {Family::K3DSpark, "k3_dspark", "k3_dspark", "K3DSparkModel", "K3's DSpark drafter", false,
@@ -65,7 +73,7 @@ const FamilyInfo& detect_family(const json& config, const std::string& source) {
   const std::string model_type =
       config.contains("model_type") && config["model_type"].is_string() ? config["model_type"].get<std::string>() : "";
   for (const FamilyInfo& f : model_families()) {
-    if (model_type != f.model_type) continue;
+    if (model_type != f.model_type && !(f.other_model_type && model_type == f.other_model_type)) continue;
     // When the file names its architecture it must be the family's: a
     // model_type shared with a different head (e.g. a classifier) is refused.
     if (*f.architecture && config.contains("architectures") && !config["architectures"].is_null()) {

@@ -36,6 +36,9 @@ struct FamilyInfo {
   std::unique_ptr<FamilyCheckpoint> (*open_checkpoint)(const std::string& dir, const ShardOpener* opener);
   void (*describe)(const std::string& dir, bool verify_experts);
   std::vector<RecordPart> (*record_layout)(const std::string& config_path);
+  // A second model_type the same architecture ships under (Kimi K2's
+  // "kimi_k2" for DeepseekV3ForCausalLM); null when there is none.
+  const char* other_model_type = nullptr;
 };
 
 const std::vector<FamilyInfo>& model_families();

@@ -101,14 +101,21 @@ public:
   Matrix matrix(const std::string& name) override {
     const Located& t = find(name);
     Matrix m;
-    if (t.tensor.shape.size() != 2 || (t.tensor.dtype != DType::BF16 && t.tensor.dtype != DType::I8))
+    if (t.tensor.shape.size() != 2 ||
+        (t.tensor.dtype != DType::BF16 && t.tensor.dtype != DType::I8 && t.tensor.dtype != DType::F8_E4M3))
       fail(where(t), ": tensor '", name, "' is ", dtype_name(t.tensor.dtype), " of rank ", t.tensor.shape.size(),
-           ", not a BF16 or I8 matrix");
+           ", not a BF16, I8 or F8_E4M3 matrix");
     m.rows = t.tensor.shape[0];
     m.cols = t.tensor.shape[1];
     m.storage = read<WeightBytes>(t);
     if (t.tensor.dtype == DType::BF16) {
       m.type = WeightType::BF16;
+      return m;
+    }
+    if (t.tensor.dtype == DType::F8_E4M3) {
+      m.type = WeightType::FP8Block;
+      const Located& s = find(fp8_scale_name(name));
+      attach_fp8_scales(m, name, where(s), s.tensor.dtype, s.tensor.shape, read(s));
       return m;
     }
     m.type = WeightType::Int8Row;

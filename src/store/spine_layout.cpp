@@ -90,8 +90,9 @@ SpineHeader read_spine_header(const File& file) {
       t.name = e.at("name").get<std::string>();
       const std::string dt = e.at("dtype").get<std::string>();
       std::optional<DType> type = parse_dtype(dt);
-      if (!type || (*type != DType::BF16 && *type != DType::F32 && *type != DType::I8 && *type != DType::F16))
-        fail(where, ": tensor '", t.name, "': dtype ", dt, " (expected BF16, F32, I8 or F16)");
+      if (!type || (*type != DType::BF16 && *type != DType::F32 && *type != DType::I8 && *type != DType::F16 &&
+                    *type != DType::F8_E4M3))
+        fail(where, ": tensor '", t.name, "': dtype ", dt, " (expected BF16, F32, I8, F16 or F8_E4M3)");
       t.dtype = *type;
       t.shape = e.at("shape").get<std::vector<uint64_t>>();
       t.offset = e.at("offset").get<uint64_t>();

@@ -21,6 +21,10 @@ struct Word {
 }  // namespace
 
 std::vector<std::string> train_bpe(std::string_view corpus, size_t n_merges, const Pretokenizer& pretokenizer) {
+  return train_bpe_pieces(pretokenizer.split(corpus), n_merges);
+}
+
+std::vector<std::string> train_bpe_pieces(const std::vector<std::string_view>& pieces, size_t n_merges) {
   std::vector<std::string> vocab;
   for (int b = 0; b < 256; ++b) vocab.emplace_back(1, static_cast<char>(b));
   std::unordered_map<std::string, uint32_t> rank_of;
@@ -31,7 +35,7 @@ std::vector<std::string> train_bpe(std::string_view corpus, size_t n_merges, con
   std::vector<Word> words;
   {
     std::unordered_map<std::string_view, size_t> index;
-    for (std::string_view piece : pretokenizer.split(corpus)) {
+    for (std::string_view piece : pieces) {
       auto [it, inserted] = index.emplace(piece, words.size());
       if (inserted) {
         Word w{{}, 0};

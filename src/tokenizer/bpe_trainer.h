@@ -21,4 +21,8 @@ class Pretokenizer;
 // the corpus runs out of pairs before n_merges new tokens exist.
 std::vector<std::string> train_bpe(std::string_view corpus, size_t n_merges, const Pretokenizer& pretokenizer);
 
+// The same on pieces already split (a chain of Hugging Face Split
+// pre-tokenizers, say): merges never cross a piece boundary.
+std::vector<std::string> train_bpe_pieces(const std::vector<std::string_view>& pieces, size_t n_merges);
+
 }  // namespace deltafin

@@ -171,13 +171,31 @@ HfTokenizer HfTokenizer::parse(std::string_view text, const std::string& path) {
     if (id >= tokens.size())
       entry.fail_here("is id ", id, ", but the ", tokens.size(), " vocab ids must be 0..", tokens.size() - 1);
     if (seen[id]) entry.fail_here("is id ", id, ", which another vocab token already has");
+    if (it.key().empty()) entry.fail_here("is an empty token");
     std::optional<std::string> bytes = byte_level_to_bytes(it.key());
-    if (!bytes || bytes->empty())
-      entry.fail_here("is not a byte-level token (every character must be one of the 256 of the GPT-2 byte map)");
-    tokens[id] = std::move(*bytes);
+    if (bytes) {
+      tokens[id] = std::move(*bytes);
+    } else {
+      // A key with a character outside the byte map (DeepSeek V3 lists its
+      // added tokens <｜begin▁of▁sentence｜>... in the vocab too) is a token
+      // no byte-level piece can ever be: BPE never reaches it, only the
+      // added-token matcher can. Its table entry is a placeholder holding
+      // 0xff 0xfe, which no valid UTF-8 text (every piece BPE sees) contains,
+      // and which no merge can make: a byte-level token of those bytes would
+      // be a duplicate the RankTable refuses. What it decodes to is its own
+      // UTF-8, as the ByteLevel decoder gives for a string outside the
+      // alphabet.
+      if (utf8_invalid_offset(it.key()) != kUtf8Valid) entry.fail_here("is not valid UTF-8");
+      tokens[id] = cat("\xff\xfe", id, "\xff");
+      t.unreachable_[id] = it.key();
+    }
     seen[id] = true;
   }
-  t.vocab_ = RankTable(std::move(tokens));  // distinct keys give distinct bytes: the map is one-to-one
+  try {
+    t.vocab_ = RankTable(std::move(tokens));
+  } catch (const Error& e) {
+    vocab.fail_here("has two tokens with the same bytes: ", e.what());
+  }
   for (int b = 0; b < 256; ++b) {
     std::string single(1, static_cast<char>(b));
     if (t.vocab_.find(single) == kNoRank)
@@ -221,11 +239,23 @@ HfTokenizer HfTokenizer::parse(std::string_view text, const std::string& path) {
   }
 
   // ---- normalizer ----
+  // NFC, or a Sequence of them (DeepSeek V3 writes an empty Sequence: no
+  // normalisation at all).
   Field normalizer = root["normalizer"];
   if (!normalizer.is_null()) {
-    normalizer.only_keys({"type"});
-    normalizer.type({"NFC"});
-    t.nfc_ = true;
+    if (normalizer.type({"NFC", "Sequence"}) == "NFC") {
+      normalizer.only_keys({"type"});
+      t.nfc_ = true;
+    } else {
+      normalizer.only_keys({"type", "normalizers"});
+      Field list = normalizer.required("normalizers");
+      for (size_t i = 0; i < list.array_size(); ++i) {
+        Field member = list.at(i);
+        member.only_keys({"type"});
+        member.type({"NFC"});
+        t.nfc_ = true;
+      }
+    }
   }
 
   // ---- pre_tokenizer: Split(s), then ByteLevel ----
@@ -308,7 +338,10 @@ HfTokenizer HfTokenizer::parse(std::string_view text, const std::string& path) {
       if (tok.id < t.vocab_.size()) {
         // An added token may name a vocab token, but only with its own id.
         std::optional<std::string> bytes = byte_level_to_bytes(tok.content);
-        if (!bytes || t.vocab_.find(*bytes) != tok.id)
+        auto unreachable = t.unreachable_.find(tok.id);
+        const bool same = unreachable != t.unreachable_.end() ? unreachable->second == tok.content
+                                                              : bytes && t.vocab_.find(*bytes) == tok.id;
+        if (!same)
           a["id"].fail_here("is ", tok.id, ", the id of vocab token ", escaped(bytes_to_byte_level(t.vocab_.bytes(tok.id))),
                             ", not of ", escaped(tok.content));
       } else {
@@ -414,6 +447,8 @@ std::string HfTokenizer::decode(std::span<const uint32_t> ids) const {
     auto it = added_by_id_.find(id);
     if (it != added_by_id_.end()) {
       out += added_[it->second].bytes;
+    } else if (auto u = unreachable_.find(id); u != unreachable_.end()) {
+      out += u->second;
     } else if (id < vocab_.size()) {
       out += vocab_.bytes(id);
     } else {
@@ -427,6 +462,8 @@ std::string HfTokenizer::decode(std::span<const uint32_t> ids) const {
 std::optional<uint32_t> HfTokenizer::token_id(std::string_view content) const {
   auto it = added_by_content_.find(std::string(content));
   if (it != added_by_content_.end()) return added_[it->second].id;
+  for (const auto& [id, key] : unreachable_)
+    if (key == content) return id;
   std::optional<std::string> bytes = byte_level_to_bytes(content);
   if (!bytes) return std::nullopt;
   uint32_t id = vocab_.find(*bytes);

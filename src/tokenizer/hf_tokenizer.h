@@ -3,11 +3,14 @@
 // `tokenizers` library:
 //   added tokens   found first, in the raw text (leftmost, then longest);
 //                  those marked `normalized` in the normalized sections
-//   normalizer     NFC (or none)
+//   normalizer     NFC, a Sequence of NFC (empty: none), or none
 //   pre_tokenizer  Split{Regex, Isolated} (any number, in order), then
 //                  ByteLevel{add_prefix_space: false, use_regex: false}
 //   model          BPE: vocab {byte-level string: id} and merges, ranked by
-//                  position ("a b" strings or [a, b] pairs), ignore_merges
+//                  position ("a b" strings or [a, b] pairs), ignore_merges;
+//                  a vocab key outside the byte-level alphabet (DeepSeek V3's
+//                  <｜begin▁of▁sentence｜> at id 0) is a token BPE never
+//                  makes, reached only as the added token of the same id
 //   decoder        ByteLevel
 // Everything else a tokenizer.json may hold is refused at load with an error
 // naming the file and the JSON field: a feature this class does not
@@ -80,6 +83,9 @@ private:
   };
 
   RankTable vocab_;                                   // id -> raw token bytes, ids 0..n-1
+  // Vocab keys outside the byte-level alphabet (id -> key): never produced
+  // by BPE, their table entries are placeholders (see parse).
+  std::unordered_map<uint32_t, std::string> unreachable_;
   std::unordered_map<uint64_t, uint32_t> merges_;     // (left id << 32 | right id) -> rank
   bool ignore_merges_ = false;
   bool nfc_ = false;

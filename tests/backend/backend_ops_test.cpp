@@ -539,6 +539,51 @@ TEST(BackendOps, RopeHalfRotatesPairsOfEachHead) {
   }
 }
 
+// DeepSeek's interleaved RoPE: pair (x[2i], x[2i+1]) turns by angle i and
+// lands at (i, i + half). Written from the definition (not via rope_half).
+TEST(BackendOps, RopePairsRotatesInterleavedPairsIntoHalves) {
+  constexpr size_t kHeads = 2, kHeadDim = 8, kHalf = kHeadDim / 2, kRowWidth = kHeads * kHeadDim;
+  Rng rng(710);
+  for (size_t T : kShapeRows) {
+    const std::vector<float> x = random_floats(rng, T * kRowWidth);
+    std::vector<float> cos(T * kHalf), sin(T * kHalf);
+    for (size_t t = 0; t < T; ++t)
+      for (size_t i = 0; i < kHalf; ++i) {
+        const double angle = static_cast<double>(3 + t) * std::pow(50000.0, -2.0 * i / kHeadDim);
+        cos[t * kHalf + i] = static_cast<float>(std::cos(angle));
+        sin[t * kHalf + i] = static_cast<float>(std::sin(angle));
+      }
+    const std::string what = at_t("rope_pairs", T);
+    const std::vector<float> y = run_everywhere({what, T, true, [&](Backend& be, size_t r0, size_t n) {
+      Act xa = upload(be, x, kRowWidth, r0, n), ca = upload(be, cos, kHalf, r0, n), sa = upload(be, sin, kHalf, r0, n);
+      be.rope_pairs(xa, kHeadDim, ca, sa);
+      return download(be, xa);
+    }});
+    std::vector<float> want(x.size());
+    for (size_t t = 0; t < T; ++t)
+      for (size_t h = 0; h < kHeads; ++h)
+        for (size_t i = 0; i < kHalf; ++i) {
+          const size_t base = t * kRowWidth + h * kHeadDim;
+          const float even = x[base + 2 * i], odd = x[base + 2 * i + 1];
+          const float c = cos[t * kHalf + i], s = sin[t * kHalf + i];
+          want[base + i] = even * c - odd * s;
+          want[base + kHalf + i] = odd * c + even * s;
+        }
+    expect_same_bits(y, want, what + " vs the definition");
+  }
+  // A hand-worked head: [1, 2, 3, 4] with angle 0 = 90 degrees (cos 0, sin 1)
+  // and angle 1 = 0 (cos 1, sin 0): pair (1, 2) -> (-2, 1), pair (3, 4) stays.
+  CpuBackend be(nullptr);
+  Act xa = be.act(1, 4), ca = be.act(1, 2), sa = be.act(1, 2);
+  be.write(xa, 0, std::vector<float>{1, 2, 3, 4});
+  be.write(ca, 0, std::vector<float>{0, 1});
+  be.write(sa, 0, std::vector<float>{1, 0});
+  be.rope_pairs(xa, 4, ca, sa);
+  std::vector<float> got(4);
+  be.read(xa, 0, got);
+  EXPECT_EQ(got, (std::vector<float>{-2, 3, 1, 4}));
+}
+
 TEST(BackendOps, AddIsTheFp32Sum) {
   Rng rng(800);
   for (size_t T : kShapeRows) {

@@ -466,6 +466,7 @@ public:
   void rmsnorm(const Act& x, std::span<const float> w, float eps, Act& y) override { cpu_.rmsnorm(x, w, eps, y); }
   void rmsnorm_heads(Act& x, std::span<const float> w, size_t hd, float eps) override { cpu_.rmsnorm_heads(x, w, hd, eps); }
   void rope_half(Act& x, size_t hd, const Act& c, const Act& s) override { cpu_.rope_half(x, hd, c, s); }
+  void rope_pairs(Act& x, size_t hd, const Act& c, const Act& s) override { cpu_.rope_pairs(x, hd, c, s); }
   void add(Act& x, const Act& d) override { cpu_.add(x, d); }
   void mul_sigmoid(Act& x, const Act& g) override { cpu_.mul_sigmoid(x, g); }
   void depth_mix(std::span<const Act* const> v, std::span<const float> s, float eps, Act& o) override {

@@ -168,3 +168,58 @@ TEST(Routing, AReusedRouteEqualsAFreshOne) {
 
 }  // namespace
 }  // namespace deltafin
+
+namespace deltafin {
+namespace {
+
+Route grouped_route(const std::vector<float>& z, const std::vector<float>& bias, GroupedRouting rule) {
+  RouteScratch scratch;
+  Route r;
+  route_sigmoid_grouped_top_k(z, bias, rule, scratch, r);
+  return r;
+}
+
+TEST(RouteGrouped, OnlyTheBestGroupsByTheirTopTwoSumAreEligible) {
+  // z = 0: every score 0.5, choice = 0.5 + bias:
+  //   [0.9, 0.5 | 0.8, 0.8 | 0.95, 0.0 | 0.6, 0.6]
+  // group sums (top1 + top2): 1.4, 1.6, 0.95, 1.2 -> groups 1 and 0 kept.
+  // Among experts 0..3 the top two are 0 (0.9) and 2 (0.8, tied with 3:
+  // the lower id); expert 4 (0.95, the best overall) is in a dropped group.
+  const std::vector<float> bias = {0.4f, 0.0f, 0.3f, 0.3f, 0.45f, -0.5f, 0.1f, 0.1f};
+  const Route r = grouped_route(std::vector<float>(8, 0.0f), bias, {2, 4, 2, true, 2.5f});
+  EXPECT_EQ(r.experts, (std::vector<int64_t>{0, 2}));
+  expect_weights(r, {1.25, 1.25});  // 0.5 / (0.5 + 0.5) x 2.5
+  // One group (Kimi K2's n_group = 1): the same scores choose 4 and 0.
+  const Route flat = grouped_route(std::vector<float>(8, 0.0f), bias, {2, 1, 1, true, 2.5f});
+  EXPECT_EQ(flat.experts, (std::vector<int64_t>{4, 0}));
+}
+
+TEST(RouteGrouped, WeightsAreTheChosenSigmoidsNormalizedThenScaled) {
+  const std::vector<float> z = {1.0f, 0.0f, -1.0f, -2.0f}, none(4, 0.0f);
+  const double s1 = sigmoid(1), s0 = sigmoid(0);
+  const Route r = grouped_route(z, none, {2, 1, 1, true, 2.827f});
+  EXPECT_EQ(r.experts, (std::vector<int64_t>{0, 1}));
+  expect_weights(r, {s1 / (s1 + s0) * 2.827, s0 / (s1 + s0) * 2.827});
+  const Route raw = grouped_route(z, none, {2, 1, 1, false, 2.5f});  // norm_topk_prob false
+  expect_weights(raw, {s1 * 2.5, s0 * 2.5});
+}
+
+TEST(RouteGrouped, ExpertsOfDroppedGroupsAreNeverChosenEvenOverNegativeChoices) {
+  // choice = 0.5 + bias = [-1.5, -1.5 | -0.4, -2.5]: group sums -3.0 and
+  // -2.9, so only group 1 stays and k = 2 takes both its experts. (Hugging
+  // Face's 0.0 fill would have ranked experts 0 and 1 at 0.0, above them;
+  // DeepSeek's release masks with -inf: routing.h's decision.)
+  const Route r = grouped_route(std::vector<float>(4, 0.0f), {-2.0f, -2.0f, -0.9f, -3.0f}, {2, 2, 1, true, 1.0f});
+  EXPECT_EQ(r.experts, (std::vector<int64_t>{2, 3}));
+}
+
+TEST(RouteGrouped, RefusesGroupsThatDoNotDivideTheExperts) {
+  RouteScratch scratch;
+  Route r;
+  EXPECT_THROW(route_sigmoid_grouped_top_k(std::vector<float>(6, 0.0f), std::vector<float>(6, 0.0f), {2, 4, 2, true, 1.0f},
+                                           scratch, r),
+               std::exception);
+}
+
+}  // namespace
+}  // namespace deltafin

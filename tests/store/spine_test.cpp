@@ -242,7 +242,7 @@ TEST(SpineStore, DamagedSpineFilesAreNamed) {
   auto source = open_store_spine(o.store, fewer);
   EXPECT_FAILS_WITH(source->matrix("language_model.model.layers.9.self_attn.q_a_proj.weight"),
                     "language_model.model.layers.9.self_attn.q_a_proj.weight");
-  EXPECT_FAILS_WITH(source->matrix("language_model.model.layers.1.self_attn.A_log"), "A_log", "not a BF16 or I8 matrix");
+  EXPECT_FAILS_WITH(source->matrix("language_model.model.layers.1.self_attn.A_log"), "A_log", "not a BF16, I8 or F8_E4M3 matrix");
 
   std::filesystem::resize_file(path, m.spine_files[3].bytes - 4096);
   EXPECT_FAILS_WITH(open_store_spine(o.store, m), path, "store.json records");

@@ -5,6 +5,7 @@
 // added tokens cut out of the raw text first. And every refusal message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -201,6 +202,42 @@ TEST_F(HfTokenizerTest, NfcIsAppliedBeforeSplittingAndNormalizedAddedTokensMatch
   }
 }
 
+TEST_F(HfTokenizerTest, NormalizerSequenceIsItsMembersInTurn) {
+  const std::string decomposed = "e\xcc\x81";  // e + combining acute; NFC gives U+00E9
+  json j = base_json();
+  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array()}};  // DeepSeek V3's: none
+  EXPECT_EQ(load(j).encode(decomposed, false), (Ids{101, 0xcc, 0x81}));
+  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array({{{"type", "NFC"}}})}};
+  EXPECT_EQ(load(j).encode(decomposed, false), (Ids{0xc3, 0xa9}));
+}
+
+// DeepSeek V3 lists <｜begin▁of▁sentence｜> (id 0) in model.vocab as well as in
+// added_tokens: a key outside the byte-level alphabet, which BPE never makes.
+TEST_F(HfTokenizerTest, VocabKeysOutsideTheByteAlphabetAreReachedOnlyAsAddedTokens) {
+  const std::string bos = "<\xef\xbd\x9c" "bos\xef\xbd\x9c>";  // <｜bos｜>
+  json j = base_json();
+  j["model"]["vocab"][bos] = 261;
+  j["model"]["vocab"]["<|lone|>"] = 262;  // '|' is in the alphabet; a space is not:
+  j["model"]["vocab"].erase("<|lone|>");
+  j["model"]["vocab"]["lone word"] = 262;
+  j["added_tokens"].push_back({{"id", 261}, {"content", bos}, {"single_word", false}, {"lstrip", false},
+                               {"rstrip", false}, {"normalized", false}, {"special", true}});
+  HfTokenizer t = load(j);
+  EXPECT_EQ(t.encode(bos, true), (Ids{261}));
+  const Ids ordinary = t.encode(bos, false);
+  EXPECT_EQ(std::count(ordinary.begin(), ordinary.end(), 261u), 0);
+  EXPECT_EQ(t.decode(ordinary), bos);
+  EXPECT_EQ(t.decode(Ids{261}), bos);
+  EXPECT_EQ(t.token_id(bos), 261u);
+  // Without an added token it is never produced, and decodes to its UTF-8,
+  // as the ByteLevel decoder gives a string outside its alphabet.
+  const Ids words = t.encode("lone word", true);
+  EXPECT_EQ(std::count(words.begin(), words.end(), 262u), 0);
+  EXPECT_EQ(t.decode(Ids{262}), "lone word");
+  EXPECT_EQ(t.token_id("lone word"), 262u);
+  EXPECT_EQ(t.model_vocab_size(), 263u);
+}
+
 TEST_F(HfTokenizerTest, DecodeGivesRawBytesAndRoundTrips) {
   HfTokenizer t = load(base_json());
   EXPECT_EQ(t.decode(Ids{256, 300, 260, 301}), "ab<|x|> ab<t>");
@@ -286,8 +323,9 @@ TEST_F(HfTokenizerTest, EveryUnsupportedFeatureIsRefusedNamingFileAndField) {
        "padding {\"length\":8} is not supported (only null)"},
       {"normalizer type", [](json& j) { j["normalizer"] = {{"type", "NFKC"}}; },
        "normalizer.type \"NFKC\" is not supported"},
-      {"normalizer sequence", [](json& j) { j["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array()}}; },
-       "normalizer.normalizers is not supported"},
+      {"normalizer sequence of another normalizer",
+       [](json& j) { j["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array({{{"type", "NFKC"}}})}}; },
+       "normalizer.normalizers[0].type \"NFKC\" is not supported"},
       {"Metaspace pre-tokenizer",
        [](json& j) { j["pre_tokenizer"]["pretokenizers"][1] = {{"type", "Metaspace"}, {"replacement", "_"}}; },
        "pre_tokenizer.pretokenizers[1].type \"Metaspace\" is not supported"},
@@ -343,13 +381,12 @@ TEST_F(HfTokenizerTest, EveryUnsupportedFeatureIsRefusedNamingFileAndField) {
        "model.vocab[\"aa\"] is id 400, but the 261 vocab ids must be 0..260"},
       {"vocab id twice", [](json& j) { j["model"]["vocab"]["aa"] = 256; },
        "is id 256, which another vocab token already has"},
-      {"vocab key not byte-level",
+      {"merge into a vocab key that is not byte-level",
        [](json& j) {
          j["model"]["vocab"].erase("aa");
-         j["model"]["vocab"]["a a"] = 259;
+         j["model"]["vocab"]["a a"] = 259;  // a token BPE can never make, so no merge may make it
        },
-       "model.vocab[\"a a\"] is not a byte-level token (every character must be one of the 256 of the GPT-2 byte "
-       "map)"},
+       "model.merges[2] joins to \"aa\", which is not in model.vocab"},
       {"missing byte",
        [](json& j) {
          j["model"]["vocab"].erase("a");

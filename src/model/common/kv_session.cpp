@@ -7,9 +7,11 @@
 
 namespace deltafin {
 
-KvSession::KvSession(int64_t layers, int64_t kv_dim, int64_t capacity)
-    : kv_dim_(kv_dim), capacity_(capacity), keys_(static_cast<size_t>(layers)), values_(static_cast<size_t>(layers)) {
+KvSession::KvSession(int64_t layers, int64_t kv_dim, int64_t capacity, int parts)
+    : kv_dim_(kv_dim), capacity_(capacity), keys_(static_cast<size_t>(layers)),
+      values_(parts == 2 ? static_cast<size_t>(layers) : 0) {
   if (capacity <= 0) fail("KV session: capacity ", capacity, " is not positive");
+  if (parts != 1 && parts != 2) fail("KV session: ", parts, " parts per position (1: a latent cache, 2: keys and values)");
 }
 
 void KvSession::truncate(int64_t length) {
@@ -48,7 +50,7 @@ KvSession& KvCacheModel::kv_session(ModelSession& session) const {
 
 const KvSession& KvCacheModel::kv_session(const ModelSession& session) const {
   const KvSession& s = session_as<KvSession>(session, family_.c_str());
-  if (s.layers() != layers_ || s.kv_dim() != kv_dim_)
+  if (s.layers() != layers_ || s.kv_dim() != kv_dim_ || s.parts() != parts_)
     fail(family_, ": the session was made for another model shape (", s.layers(), " layers, kv_dim ", s.kv_dim(), ")");
   return s;
 }
@@ -82,14 +84,14 @@ std::unique_ptr<ModelSession> KvCacheModel::copy_at(const ModelSession& session,
   const size_t n = static_cast<size_t>(at.length * s.kv_dim());
   for (int64_t l = 0; l < s.layers() && n > 0; ++l) {
     std::copy_n(s.keys(l, 0), n, copy->keys(l, 0));
-    std::copy_n(s.values(l, 0), n, copy->values(l, 0));
+    if (parts_ == 2) std::copy_n(s.values(l, 0), n, copy->values(l, 0));
   }
   copy->commit(at.length);
   return copy;
 }
 
 uint64_t KvCacheModel::state_values(int64_t length) const {
-  return static_cast<uint64_t>(layers_) * 2 * static_cast<uint64_t>(kv_dim_) *
+  return static_cast<uint64_t>(layers_) * static_cast<uint64_t>(parts_) * static_cast<uint64_t>(kv_dim_) *
          static_cast<uint64_t>(std::max<int64_t>(length, 0));
 }
 
@@ -100,7 +102,7 @@ void KvCacheModel::for_each_state_part(const ModelSession& session, const Sessio
   const size_t n = static_cast<size_t>(at.length * s.kv_dim());
   for (int64_t l = 0; l < s.layers(); ++l) {
     part(s.keys(l, 0), n);
-    part(s.values(l, 0), n);
+    if (parts_ == 2) part(s.values(l, 0), n);
   }
 }
 
@@ -111,7 +113,7 @@ void KvCacheModel::read_state(ModelSession& fresh, int64_t length, const StateRe
   const size_t n = static_cast<size_t>(length * s.kv_dim());
   for (int64_t l = 0; l < s.layers(); ++l) {
     read(s.keys(l, 0), n);
-    read(s.values(l, 0), n);
+    if (parts_ == 2) read(s.values(l, 0), n);
   }
   s.commit(length);
 }

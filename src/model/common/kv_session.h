@@ -21,19 +21,24 @@ namespace deltafin {
 class KvSession : public ModelSession {
 public:
   // capacity: the most positions this session may hold (> 0). Memory grows
-  // with the length actually used, not with the capacity.
-  KvSession(int64_t layers, int64_t kv_dim, int64_t capacity);
+  // with the length actually used, not with the capacity. parts: 2 for
+  // keys and values, 1 for a latent cache (MLA: one row per position,
+  // latent(l) for the backend; the values are then absent).
+  KvSession(int64_t layers, int64_t kv_dim, int64_t capacity, int parts = 2);
 
   int64_t length() const override { return length_; }  // positions cached
   int64_t capacity() const { return capacity_; }
   int64_t layers() const { return static_cast<int64_t>(keys_.size()); }
   int64_t kv_dim() const { return kv_dim_; }  // floats per position per layer, each of keys and values
+  int parts() const { return values_.empty() ? 1 : 2; }
 
   // The cache's bytes now, and per position (keys and values of every
   // layer: layers x kv_dim x 2 x 4 bytes).
-  uint64_t bytes() const override { return static_cast<uint64_t>(length_) * bytes_per_position(layers(), kv_dim_); }
-  static uint64_t bytes_per_position(int64_t layers, int64_t kv_dim) {
-    return static_cast<uint64_t>(layers) * static_cast<uint64_t>(kv_dim) * 2 * sizeof(float);
+  uint64_t bytes() const override {
+    return static_cast<uint64_t>(length_) * bytes_per_position(layers(), kv_dim_, parts());
+  }
+  static uint64_t bytes_per_position(int64_t layers, int64_t kv_dim, int parts = 2) {
+    return static_cast<uint64_t>(layers) * static_cast<uint64_t>(kv_dim) * static_cast<uint64_t>(parts) * sizeof(float);
   }
 
   // Drops every position at or after `length` (0 <= length <= length(),
@@ -48,6 +53,10 @@ public:
   // between reserve() and commit().
   void reserve(int64_t n);
   void commit(int64_t n);
+  // A latent session's layer l: rows of rank + rope floats (rank + rope = kv_dim).
+  LatentLayer latent(int64_t l, size_t rank) {
+    return {keys_[static_cast<size_t>(l)].data(), rank, static_cast<size_t>(kv_dim_) - rank};
+  }
   KvLayer layer(int64_t l) {
     return {keys_[static_cast<size_t>(l)].data(), values_[static_cast<size_t>(l)].data(), static_cast<size_t>(kv_dim_)};
   }
@@ -64,7 +73,7 @@ private:
 // CausalModel's session half for KvSessions (everything but forward). The
 // family names itself in errors and makes its sessions; a state is the
 // cache's first `length` positions: per layer in order, the keys then the
-// values ([length, kv_dim] fp32 each).
+// values ([length, kv_dim] fp32 each; a latent cache has only the first).
 class KvCacheModel : public CausalModel {
 public:
   std::unique_ptr<ModelSession> new_session() const override { return make_session(0); }
@@ -79,7 +88,8 @@ public:
   void keep_verified(ModelSession& session, size_t rows) override;
 
 protected:
-  KvCacheModel(std::string family, int64_t layers, int64_t kv_dim) : family_(std::move(family)), layers_(layers), kv_dim_(kv_dim) {}
+  KvCacheModel(std::string family, int64_t layers, int64_t kv_dim, int parts = 2)
+      : family_(std::move(family)), layers_(layers), kv_dim_(kv_dim), parts_(parts) {}
   // A fresh session of this model's shape; capacity 0 = the model's context.
   virtual std::unique_ptr<KvSession> make_session(int64_t capacity) const = 0;
   // The family's session behind a family-neutral one (an error naming this
@@ -91,6 +101,7 @@ private:
   void check_mark(const SessionMark& mark, const KvSession& s) const;
   std::string family_;
   int64_t layers_ = 0, kv_dim_ = 0;
+  int parts_ = 2;
   int64_t verify_start_ = 0;  // the last forward_verify's pass, until keep_verified
   size_t verify_rows_ = 0;
   const ModelSession* verify_session_ = nullptr;

@@ -1,5 +1,7 @@
 #include "model/kimi_k3/weights.h"
 
+#include <cmath>
+
 #include <cstring>
 
 #include "model/kimi_k3/tensors.h"
@@ -41,41 +43,24 @@ private:
   SpineTensorSource& s_;
 };
 
-// kv_b [H*(nope+dv), r_kv] -> its key rows per head, transposed: [H*r_kv, nope].
-Matrix absorbed_key_weights(const Matrix& kv_b, size_t heads, size_t nope, size_t dv) {
-  const size_t rkv = kv_b.cols;
-  if (kv_b.rows != heads * (nope + dv))
-    fail("kv_b_proj has ", kv_b.rows, " rows, expected ", heads, " heads x (", nope, " + ", dv, ")");
-  Matrix t;
-  t.rows = heads * rkv;
-  t.cols = nope;
-  const WeightView v = kv_b.view();
-  if (kv_b.type == WeightType::BF16) {
-    t.type = WeightType::BF16;
-    t.storage.resize(t.rows * t.cols * 2);
-    const auto* src = static_cast<const uint16_t*>(v.data);
-    auto* dst = reinterpret_cast<uint16_t*>(t.storage.data());
-    for (size_t h = 0; h < heads; ++h)
-      for (size_t i = 0; i < nope; ++i)
-        for (size_t c = 0; c < rkv; ++c) dst[(h * rkv + c) * nope + i] = src[(h * (nope + dv) + i) * rkv + c];
-  } else {
-    t.type = WeightType::F32;
-    t.storage.resize(t.rows * t.cols * 4);
-    auto* dst = reinterpret_cast<float*>(t.storage.data());
-    for (size_t h = 0; h < heads; ++h)
-      for (size_t i = 0; i < nope; ++i)
-        for (size_t c = 0; c < rkv; ++c) dst[(h * rkv + c) * nope + i] = weight_at(v, h * (nope + dv) + i, c);
-  }
-  return t;
-}
-
 }  // namespace
+
+MlaDims k3_mla_dims(const K3Config& c) {
+  MlaDims d;
+  d.heads = static_cast<size_t>(c.num_attention_heads);
+  d.nope = static_cast<size_t>(c.qk_nope_head_dim);
+  d.rope = static_cast<size_t>(c.qk_rope_head_dim);
+  d.dv = static_cast<size_t>(c.v_head_dim);
+  d.rank = static_cast<size_t>(c.kv_lora_rank);
+  d.eps = static_cast<float>(c.rms_norm_eps);
+  d.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.nope + d.rope)));  // (float)(192^-0.5) for K3
+  return d;
+}
 
 uint64_t k3_derived_weight_bytes(const K3Config& c, bool int8_row_spine) {
   uint64_t mla_layers = 0;
   for (LayerKind k : c.layer_kinds) mla_layers += k == LayerKind::MLA;
-  return mla_layers * static_cast<uint64_t>(c.num_attention_heads * c.kv_lora_rank * c.qk_nope_head_dim) *
-         (int8_row_spine ? 4 : 2);
+  return mla_layers * mla_derived_bytes(k3_mla_dims(c), int8_row_spine ? WeightType::Int8Row : WeightType::BF16);
 }
 
 K3Weights load_k3_weights(const K3Checkpoint& k) {
@@ -126,9 +111,7 @@ K3Weights load_k3_weights(const K3Config& c, SpineTensorSource& source) {
       a.o = ld.matrix(n("self_attn.o_proj.weight"));
       a.q_a_norm = ld.vec(n("self_attn.q_a_layernorm.weight"));
       a.kv_a_norm = ld.vec(n("self_attn.kv_a_layernorm.weight"));
-      a.kv_b_key_t = absorbed_key_weights(a.kv_b, static_cast<size_t>(c.num_attention_heads),
-                                          static_cast<size_t>(c.qk_nope_head_dim), static_cast<size_t>(c.v_head_dim));
-      w.derived_bytes += a.kv_b_key_t.storage.size();
+      w.derived_bytes += mla_derive(a, k3_mla_dims(c));
     }
     if (!c.is_moe_layer(i)) {
       l.dense.gate = ld.matrix(n("mlp.gate_proj.weight"));

@@ -14,6 +14,7 @@
 #include "kernels/weights.h"
 #include "model/common/expert_source.h"
 #include "model/common/matrix.h"
+#include "model/common/mla_attention.h"
 #include "model/common/spine_source.h"
 
 namespace deltafin {
@@ -23,17 +24,6 @@ struct KdaWeights {
   std::vector<float> a_log, dt_bias, q_conv, k_conv, v_conv, o_norm;
 };
 
-struct MlaWeights {
-  Matrix q_a, q_b, kv_a, kv_b, g, o;
-  std::vector<float> q_a_norm, kv_a_norm;
-  // Derived at load for attention over the latent cache (k3-model.md §7.4
-  // decision): kv_b's key rows of each head, transposed — row h*r_kv + c,
-  // column i holds kv_b[h*(d_nope+d_v) + i][c] — so the absorbed query
-  // q_nope^T W_k is a plain product. The values are kv_b's own, exactly:
-  // BF16 when kv_b is BF16 (a transpose changes no value), F32 for an
-  // int8-row spine (its values are q * scale).
-  Matrix kv_b_key_t;
-};
 
 struct DenseMlpWeights {
   Matrix gate, up, down;
@@ -65,6 +55,9 @@ struct K3Weights {
 
 // What load_k3_weights will add as derived_bytes, before loading (memory plans).
 uint64_t k3_derived_weight_bytes(const K3Config& config, bool int8_row_spine);
+// K3's MLA shape for the shared block (model/common/mla_attention.h): NoPE,
+// the score scale (float)((d_nope + d_rope)^-0.5).
+MlaDims k3_mla_dims(const K3Config& config);
 
 // Every spine tensor of `config`, named as in the checkpoint (model/kimi_k3/tensors.h).
 K3Weights load_k3_weights(const K3Config& config, SpineTensorSource& source);

@@ -1,5 +1,6 @@
 #include "model/loaders/family_loaders.h"
 
+#include "model/deepseek_v3/load/loaded_deepseek_v3.h"
 #include "model/kimi_k3/load/loaded_k3.h"
 #include "model/qwen3_moe/load/loaded_qwen3_moe.h"
 #include "model/registry.h"
@@ -12,6 +13,7 @@ std::unique_ptr<LoadedModel> load_resident(const std::string& dir, int threads) 
   switch (f.family) {
     case Family::KimiK3: return load_k3_resident(dir, threads);
     case Family::Qwen3Moe: return load_qwen3_moe_resident(dir, threads);
+    case Family::DeepseekV3: return load_deepseek_v3_resident(dir, threads);
     default: fail(dir, ": a ", f.what, " checkpoint is a draft model, not a target (--draft model:DIR or dspark:DIR)");
   }
 }
@@ -25,6 +27,7 @@ std::unique_ptr<LoadedModel> load_store(const std::string& store_dir, const Engi
   const std::string family = load_store_manifest(store_dir).family;
   if (family == family_info(Family::KimiK3).name) return load_k3_store(store_dir, o);
   if (family == family_info(Family::Qwen3Moe).name) return load_qwen3_moe_store(store_dir, o);
+  if (family == family_info(Family::DeepseekV3).name) return load_deepseek_v3_store(store_dir, o);
   fail(store_dir, "/store.json: family \"", family, "\" is not one this build runs");
 }
 

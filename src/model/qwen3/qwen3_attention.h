@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "model/common/kv_session.h"
 #include "model/common/matrix.h"
+#include "model/common/rope.h"
 #include "model/qwen3/qwen3_config.h"
 
 namespace deltafin {
@@ -24,19 +25,12 @@ struct Qwen3AttentionWeights {
   Matrix q, k, v, o;                  // [H*hd, hidden], [KV*hd, hidden] x2, [hidden, H*hd]
 };
 
-// RoPE of a config: per pair i the inverse frequency (double; YaRN-scaled
-// when the config says so) and the factor cos and sin are multiplied by.
-struct Qwen3Rope {
-  std::vector<double> inv_freq;  // [head_dim / 2]
-  double attention_factor = 1;
-};
-Qwen3Rope make_qwen3_rope(const Qwen3Config& config);
-
-// cos and sin of positions start .. start + T - 1, [T, head_dim / 2] each:
-// factor · cos(pos · inv_freq) in double, rounded once to fp32. They depend
-// on the position only, never on T.
-void qwen3_rope_tables(const Qwen3Rope& rope, int64_t start, size_t T, std::vector<float>& cos_t,
-                       std::vector<float>& sin_t);
+// RoPE of a config (model/common/rope.h): per pair i the inverse frequency
+// (double; YaRN-scaled when the config says so) and the factor cos and sin
+// are multiplied by; its tables are rope_tables' over head_dim.
+using Qwen3Rope = RopeFreqs;
+using Qwen3RopeRows = RopeRows;
+inline Qwen3Rope make_qwen3_rope(const Qwen3Config& c) { return make_rope(c.head_dim, c.rope_theta, c.yarn); }
 
 // Runs the attention half of `layer` for rows x [T, hidden] at positions
 // start ... start + T - 1 (cos / sin [T, head_dim / 2] are theirs), adding
@@ -52,10 +46,5 @@ bool qwen3_attention_block(Backend& be, const Qwen3Config& config, const Qwen3At
                            const std::function<bool()>& stop = {});
 
 // The RoPE tables of a pass as the backend's activations (host scratch reused).
-struct Qwen3RopeRows {
-  std::vector<float> cos_host, sin_host;
-  Act cos, sin;
-  void fill(Backend& be, const Qwen3Rope& rope, int64_t start, size_t T);
-};
 
 }  // namespace deltafin

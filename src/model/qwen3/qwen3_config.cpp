@@ -16,80 +16,18 @@ namespace {
 
 constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
 
-// yarn_get_mscale: 0.1·m·ln(factor) + 1 for factor > 1, else 1.
-double yarn_get_mscale(double factor, double m) { return factor <= 1 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; }
-
-// A number field of a rope object, > 0 and finite.
-double rope_number(const json& p, const char* key, const std::string& where) {
-  const json& v = p.at(key);
-  if (!v.is_number() || !std::isfinite(v.get<double>()) || !(v.get<double>() > 0))
-    fail(where, ".", key, " = ", v.dump(), ", expected a finite number > 0");
-  return v.get<double>();
-}
-
-// rope_scaling (older transformers) or rope_parameters (newer): "default"
-// (plain RoPE) or "yarn"; `theta` is set when the object carries rope_theta.
-void parse_rope_object(const json& p, const std::string& where, Qwen3Config& c, double* theta) {
-  if (!p.is_object()) fail(where, " must be an object, found ", p.dump());
-  std::string type = "default";
-  for (const char* key : {"rope_type", "type"})
-    if (p.contains(key)) {
-      if (!p.at(key).is_string()) fail(where, ".", key, " must be a string, found ", p.at(key).dump());
-      type = p.at(key).get<std::string>();
-    }
-  if (type != "default" && type != "yarn")
-    fail(where, ".rope_type = \"", type, "\" is not supported (only \"default\" and \"yarn\")");
-  const bool yarn = type == "yarn";
-  for (auto it = p.begin(); it != p.end(); ++it) {
-    const std::string& k = it.key();
-    const bool common = k == "rope_type" || k == "type" || k == "rope_theta";
-    const bool yarn_key = k == "factor" || k == "original_max_position_embeddings" || k == "beta_fast" ||
-                          k == "beta_slow" || k == "attention_factor" || k == "mscale" || k == "mscale_all_dim" ||
-                          k == "truncate";
-    if (!common && !(yarn && yarn_key))
-      fail(where, ".", k, " is not supported for rope_type \"", type, "\"");
-  }
-  if (p.contains("rope_theta")) *theta = rope_number(p, "rope_theta", where);
-  if (!yarn) return;
-  Qwen3Yarn& y = c.yarn;
-  y.enabled = true;
-  if (!p.contains("factor")) fail(where, ".factor is missing (YaRN needs its scaling factor)");
-  y.factor = rope_number(p, "factor", where);
-  if (y.factor < 1) fail(where, ".factor = ", y.factor, ", expected >= 1");
-  y.original_max_position_embeddings = c.max_position_embeddings;
-  if (p.contains("original_max_position_embeddings")) {
-    const json& v = p.at("original_max_position_embeddings");
-    if (!v.is_number_integer() || v.get<int64_t>() < 1)
-      fail(where, ".original_max_position_embeddings = ", v.dump(), ", expected an integer >= 1");
-    y.original_max_position_embeddings = v.get<int64_t>();
-  }
-  if (p.contains("beta_fast") && !p.at("beta_fast").is_null()) y.beta_fast = rope_number(p, "beta_fast", where);
-  if (p.contains("beta_slow") && !p.at("beta_slow").is_null()) y.beta_slow = rope_number(p, "beta_slow", where);
-  if (p.contains("truncate")) {
-    if (!p.at("truncate").is_boolean()) fail(where, ".truncate must be true or false, found ", p.at("truncate").dump());
-    y.truncate = p.at("truncate").get<bool>();
-  }
-  const bool has_mscale = p.contains("mscale") && !p.at("mscale").is_null();
-  const bool has_all = p.contains("mscale_all_dim") && !p.at("mscale_all_dim").is_null();
-  if (p.contains("attention_factor") && !p.at("attention_factor").is_null()) {
-    y.attention_factor = rope_number(p, "attention_factor", where);
-  } else if (has_mscale && has_all) {
-    y.attention_factor = yarn_get_mscale(y.factor, rope_number(p, "mscale", where)) /
-                         yarn_get_mscale(y.factor, rope_number(p, "mscale_all_dim", where));
-  } else {
-    y.attention_factor = yarn_get_mscale(y.factor, 1.0);
-  }
-}
-
 json rope_scaling_json(const Qwen3Config& c) {
   if (!c.yarn.enabled) return nullptr;
-  return json{{"rope_type", "yarn"},
+  json j{{"rope_type", "yarn"},
               {"factor", c.yarn.factor},
               {"original_max_position_embeddings", c.yarn.original_max_position_embeddings},
               {"beta_fast", c.yarn.beta_fast},
               {"beta_slow", c.yarn.beta_slow},
               {"attention_factor", c.yarn.attention_factor},
               {"truncate", c.yarn.truncate}};
+  if (c.yarn.mscale > 0) j["mscale"] = c.yarn.mscale;
+  if (c.yarn.mscale_all_dim > 0) j["mscale_all_dim"] = c.yarn.mscale_all_dim;
+  return j;
 }
 
 }  // namespace
@@ -133,7 +71,7 @@ void parse_qwen3_shared_fields(ConfigFields& f, Qwen3Config& c) {
     if (!f.has(key)) continue;
     if (c.yarn.enabled) fail(source, ": fields rope_scaling and rope_parameters both describe the RoPE scaling");
     double theta = 0;
-    parse_rope_object(root.at(key), cat(source, ": field ", key), c, &theta);
+    parse_rope_object(root.at(key), cat(source, ": field ", key), c.max_position_embeddings, c.yarn, &theta);
     if (theta > 0) {
       if (have_theta && theta != c.rope_theta)
         fail(source, ": field ", key, ".rope_theta = ", theta, " disagrees with rope_theta = ", c.rope_theta);

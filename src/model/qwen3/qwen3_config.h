@@ -13,30 +13,14 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "model/common/rope.h"
+
 namespace deltafin {
 
 class ConfigFields;
 
-// YaRN RoPE scaling (rope_scaling / rope_parameters with rope_type "yarn"), as
-// Hugging Face's _compute_yarn_parameters: per pair i of head_dim d, with
-// base frequency f_i = theta^(-2i/d), inv_freq_i = f_i/factor·(1 - m_i) + f_i·m_i,
-// where m_i = 1 - clamp((i - low) / (high - low), 0, 1) and low/high the
-// pairs whose wavelength spans original_max_position_embeddings / beta_fast
-// and / beta_slow positions (floor/ceil when truncate); cos and sin are
-// multiplied by attention_factor (default 0.1·ln(factor) + 1, or
-// mscale(factor, mscale) / mscale(factor, mscale_all_dim) when both are set).
-// Decision: `factor` is the file's factor. Transformers before 4.56 replaced
-// it by max_position_embeddings / original_max_position_embeddings whenever
-// the latter was present (huggingface/transformers#38224, fixed by #40320);
-// vLLM, llama.cpp and current transformers use the file's factor, as here.
-struct Qwen3Yarn {
-  bool enabled = false;
-  double factor = 1;
-  int64_t original_max_position_embeddings = 0;  // the file's, else max_position_embeddings
-  double beta_fast = 32, beta_slow = 1;
-  double attention_factor = 1;  // resolved at parse
-  bool truncate = true;
-};
+// YaRN scaling of the config's RoPE (model/common/rope.h).
+using Qwen3Yarn = YarnScaling;
 
 struct Qwen3Config {
   int64_t hidden_size = 0;
