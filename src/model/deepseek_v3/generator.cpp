@@ -7,8 +7,8 @@
 
 #include "format/checkpoint.h"
 #include "format/checkpoint_dir.h"
-#include "model/kimi_k3/tokenizer_files.h"
-#include "model/qwen3/qwen3_generator.h"
+#include "model/deepseek_v3/config.h"
+#include "model/deepseek_v3/tokenizer_files.h"
 #include "util/error.h"
 #include "util/file.h"
 #include "util/numeric.h"
@@ -34,32 +34,41 @@ uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
 
 // ---- flavours, presets, releases ------------------------------------------
 
-DeepseekV3Flavor parse_deepseek_v3_flavor(const std::string& name) {
-  if (name.empty() || name == "deepseek_v3") return DeepseekV3Flavor::DeepseekV3;
-  if (name == "deepseek_v3_q_proj") return DeepseekV3Flavor::DeepseekV3QProj;
-  if (name == "kimi_k2") return DeepseekV3Flavor::KimiK2;
-  if (name == "kimi_k2_thinking") return DeepseekV3Flavor::KimiK2Thinking;
-  fail("make-model --arch deepseek_v3: unknown --flavor \"", name,
-       "\" (deepseek_v3, deepseek_v3_q_proj, kimi_k2 or kimi_k2_thinking)");
+namespace {
+constexpr DeepseekV3MakeFlavor kFlavors[] = {DeepseekV3MakeFlavor::DeepseekV3,     DeepseekV3MakeFlavor::DeepseekR1,
+                                             DeepseekV3MakeFlavor::DeepseekV31,    DeepseekV3MakeFlavor::DeepseekV3QProj,
+                                             DeepseekV3MakeFlavor::KimiK2,         DeepseekV3MakeFlavor::KimiK2Thinking};
+}  // namespace
+
+DeepseekV3MakeFlavor parse_deepseek_v3_make_flavor(const std::string& name) {
+  if (name.empty()) return DeepseekV3MakeFlavor::DeepseekV3;
+  std::string names;
+  for (DeepseekV3MakeFlavor f : kFlavors) {
+    if (name == deepseek_v3_make_flavor_name(f)) return f;
+    names += cat(names.empty() ? "" : ", ", deepseek_v3_make_flavor_name(f));
+  }
+  fail("make-model --arch deepseek_v3: unknown --flavor \"", name, "\" (", names, ")");
 }
 
-const char* deepseek_v3_flavor_name(DeepseekV3Flavor f) {
+const char* deepseek_v3_make_flavor_name(DeepseekV3MakeFlavor f) {
   switch (f) {
-    case DeepseekV3Flavor::DeepseekV3: return "deepseek_v3";
-    case DeepseekV3Flavor::DeepseekV3QProj: return "deepseek_v3_q_proj";
-    case DeepseekV3Flavor::KimiK2: return "kimi_k2";
-    case DeepseekV3Flavor::KimiK2Thinking: return "kimi_k2_thinking";
+    case DeepseekV3MakeFlavor::DeepseekV3: return "deepseek_v3";
+    case DeepseekV3MakeFlavor::DeepseekR1: return "deepseek_r1";
+    case DeepseekV3MakeFlavor::DeepseekV31: return "deepseek_v31";
+    case DeepseekV3MakeFlavor::DeepseekV3QProj: return "deepseek_v3_q_proj";
+    case DeepseekV3MakeFlavor::KimiK2: return "kimi_k2";
+    case DeepseekV3MakeFlavor::KimiK2Thinking: return "kimi_k2_thinking";
   }
   return "?";
 }
 
-bool is_kimi_flavor(DeepseekV3Flavor f) {
-  return f == DeepseekV3Flavor::KimiK2 || f == DeepseekV3Flavor::KimiK2Thinking;
+bool is_kimi_make_flavor(DeepseekV3MakeFlavor f) {
+  return f == DeepseekV3MakeFlavor::KimiK2 || f == DeepseekV3MakeFlavor::KimiK2Thinking;
 }
 
-DeepseekV3Dims deepseek_v3_preset(const std::string& preset, DeepseekV3Flavor flavor) {
+DeepseekV3Dims deepseek_v3_preset(const std::string& preset, DeepseekV3MakeFlavor flavor) {
   DeepseekV3Dims d;
-  const bool kimi = is_kimi_flavor(flavor);
+  const bool kimi = is_kimi_make_flavor(flavor);
   if (preset == "tiny") {
     // hidden 160 and intermediate 200: FP8 matrices with a full and a partial
     // 128-block along a dimension; every other dimension is one partial block.
@@ -85,18 +94,18 @@ DeepseekV3Dims deepseek_v3_preset(const std::string& preset, DeepseekV3Flavor fl
   } else {
     fail("make-model --arch deepseek_v3: --preset is tiny, small or bench, not \"", preset, "\"");
   }
-  if (flavor == DeepseekV3Flavor::DeepseekV3QProj) d.q_lora = 0;
-  d.mtp = (flavor == DeepseekV3Flavor::DeepseekV3 || flavor == DeepseekV3Flavor::DeepseekV3QProj) ? 1 : 0;
+  if (flavor == DeepseekV3MakeFlavor::DeepseekV3QProj) d.q_lora = 0;
+  d.mtp = kimi ? 0 : 1;  // the DeepSeek releases carry one MTP layer, Kimi's none
   return d;
 }
 
-DeepseekV3Release deepseek_v3_release(DeepseekV3Flavor flavor) {
+DeepseekV3Release deepseek_v3_release(DeepseekV3MakeFlavor flavor) {
   DeepseekV3Release r;  // DeepSeek V3 / R1's config.json
-  if (is_kimi_flavor(flavor)) {
+  if (is_kimi_make_flavor(flavor)) {
     r.model_type = "kimi_k2";
     r.rope_theta = 50000, r.beta_fast = 1, r.beta_slow = 1;
     r.routed_scaling_factor = 2.827;
-    if (flavor == DeepseekV3Flavor::KimiK2Thinking) {
+    if (flavor == DeepseekV3MakeFlavor::KimiK2Thinking) {
       r.yarn_factor = 64, r.max_positions = 262144;  // K2-Thinking (and K2-Instruct-0905): 256K context
       r.int4_experts = true;
     } else {
@@ -104,14 +113,19 @@ DeepseekV3Release deepseek_v3_release(DeepseekV3Flavor flavor) {
     }
   } else {
     r.model_type = "deepseek_v3";
+    r.ue8m0_scales = flavor == DeepseekV3MakeFlavor::DeepseekV31;
   }
   return r;
 }
 
-json deepseek_v3_quantization_config(DeepseekV3Flavor flavor) {
-  if (!deepseek_v3_release(flavor).int4_experts)
-    return json{{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
-                {"weight_block_size", {kFp8Block, kFp8Block}}};
+json deepseek_v3_quantization_config(DeepseekV3MakeFlavor flavor) {
+  const DeepseekV3Release r = deepseek_v3_release(flavor);
+  if (!r.int4_experts) {
+    json q = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
+              {"weight_block_size", {kFp8Block, kFp8Block}}};
+    if (r.ue8m0_scales) q["scale_fmt"] = "ue8m0";  // DeepSeek V3.1 and later
+    return q;
+  }
   const json weights = {{"actorder", nullptr},    {"block_structure", nullptr}, {"dynamic", false},
                         {"group_size", kInt4Group}, {"num_bits", 4},          {"observer", "minmax"},
                         {"observer_kwargs", json::object()}, {"strategy", "group"}, {"symmetric", true},
@@ -127,9 +141,13 @@ json deepseek_v3_quantization_config(DeepseekV3Flavor flavor) {
               {"quantization_status", "compressed"}};
 }
 
-json deepseek_v3_config_json(DeepseekV3Flavor flavor, const DeepseekV3Dims& d, const DeepseekV3TokenIds& ids) {
+json deepseek_v3_config_json(DeepseekV3MakeFlavor flavor, const DeepseekV3Dims& d) {
   const DeepseekV3Release r = deepseek_v3_release(flavor);
-  const bool kimi = is_kimi_flavor(flavor);
+  const bool kimi = is_kimi_make_flavor(flavor);
+  // Where the tokenizer files put them: DeepSeek's <｜begin▁of▁sentence｜> and
+  // <｜end▁of▁sentence｜> are ids 0 and 1; Kimi's [BOS] and [EOS] open the
+  // reserved ids after the ranks (K2's config: 163584, 163585).
+  const int64_t bos = kimi ? d.vocab - 256 : 0, eos = kimi ? d.vocab - 255 : 1;
   // DeepSeek's config writes the YaRN numbers as integers, Kimi's as floats.
   const json rope_scaling =
       kimi ? json{{"beta_fast", r.beta_fast}, {"beta_slow", r.beta_slow}, {"factor", r.yarn_factor},
@@ -147,8 +165,8 @@ json deepseek_v3_config_json(DeepseekV3Flavor flavor, const DeepseekV3Dims& d, c
         {"AutoModel", "modeling_deepseek.DeepseekV3Model"},
         {"AutoModelForCausalLM", "modeling_deepseek.DeepseekV3ForCausalLM"}}},
       {"aux_loss_alpha", 0.001},
-      {"bos_token_id", ids.bos},
-      {"eos_token_id", ids.eos},
+      {"bos_token_id", bos},
+      {"eos_token_id", eos},
       {"first_k_dense_replace", d.dense_layers},
       {"hidden_act", "silu"},
       {"hidden_size", d.hidden},
@@ -207,6 +225,7 @@ enum class Init {
   Uniform,     // scale * U(-1, 1) (the router's correction bias)
   Fp8Codes,    // e4m3 codes of N(0, kFp8CodeStd)
   Fp8Scales,   // F32 block scales: scale / kFp8CodeStd * 2^U(-1/2, 1/2)
+  Fp8ScalesUe8m0,  // the same rounded to a power of two (scale_fmt "ue8m0")
   Int4Packed,  // I32 words of clamp(round(N(0, kInt4CodeStd)), -8, 7) codes, `cols` columns per row
   Int4Scales,  // BF16 group scales: scale / kInt4CodeStd * 2^U(-1/2, 1/2)
   Int4Shape,   // I64 {out, in}
@@ -224,7 +243,7 @@ enum class Store { Bf16, Fp8, Int4 };
 
 class TensorList {
 public:
-  explicit TensorList(std::vector<GenTensor>& out) : out_(out) {}
+  TensorList(std::vector<GenTensor>& out, bool ue8m0_scales) : out_(out), ue8m0_(ue8m0_scales) {}
 
   void bf16(const std::string& name, std::vector<uint64_t> shape, Init init, double scale) {
     out_.push_back({{name, DType::BF16, std::move(shape)}, init, scale});
@@ -243,7 +262,7 @@ public:
         out_.push_back({{prefix + ".weight", DType::F8_E4M3, {u(out), u(in)}}, Init::Fp8Codes, 0, out, in});
         out_.push_back({{prefix + ".weight_scale_inv", DType::F32,
                          {u(ceil_div(out, kFp8Block)), u(ceil_div(in, kFp8Block))}},
-                        Init::Fp8Scales, std, out, in});
+                        ue8m0_ ? Init::Fp8ScalesUe8m0 : Init::Fp8Scales, std, out, in});
         break;
       case Store::Int4:
         out_.push_back({{prefix + ".weight_packed", DType::I32, {u(out), u(ceil_div(in, 8))}}, Init::Int4Packed, 0, out, in});
@@ -262,6 +281,7 @@ public:
 
 private:
   std::vector<GenTensor>& out_;
+  bool ue8m0_;
 };
 
 // One decoder layer (i may be the MTP layer's index, num_hidden_layers).
@@ -295,10 +315,11 @@ void decoder_layer(TensorList& t, const DeepseekV3Dims& d, int64_t i, bool int4_
   t.mlp(p + ".mlp.shared_experts", d.hidden, d.shared * d.moe_intermediate, dense);
 }
 
-std::vector<GenTensor> gen_tensors(DeepseekV3Flavor flavor, const DeepseekV3Dims& d) {
-  const bool int4 = deepseek_v3_release(flavor).int4_experts;
+std::vector<GenTensor> gen_tensors(DeepseekV3MakeFlavor flavor, const DeepseekV3Dims& d) {
+  const DeepseekV3Release r = deepseek_v3_release(flavor);
+  const bool int4 = r.int4_experts;
   std::vector<GenTensor> out;
-  TensorList t(out);
+  TensorList t(out, r.ue8m0_scales);
   t.bf16("model.embed_tokens.weight", {u(d.vocab), u(d.hidden)}, Init::Normal, 1.0);
   for (int64_t i = 0; i < d.layers; ++i) decoder_layer(t, d, i, int4);
   t.norm("model.norm.weight", d.hidden);
@@ -323,13 +344,13 @@ std::vector<GenTensor> gen_tensors(DeepseekV3Flavor flavor, const DeepseekV3Dims
 
 namespace deltafin {
 
-std::vector<TensorSpec> deepseek_v3_tensor_specs(DeepseekV3Flavor flavor, const DeepseekV3Dims& dims) {
+std::vector<TensorSpec> deepseek_v3_tensor_specs(DeepseekV3MakeFlavor flavor, const DeepseekV3Dims& dims) {
   std::vector<TensorSpec> out;
   for (const GenTensor& g : gen_tensors(flavor, dims)) out.push_back(g.spec);
   return out;
 }
 
-uint64_t deepseek_v3_expert_bytes(DeepseekV3Flavor flavor, const DeepseekV3Dims& d) {
+uint64_t deepseek_v3_expert_bytes(DeepseekV3MakeFlavor flavor, const DeepseekV3Dims& d) {
   DeepseekV3Dims one = d;
   one.layers = 1, one.dense_layers = 0, one.mtp = 0, one.experts = 1;
   uint64_t n = 0;
@@ -430,6 +451,7 @@ void write_floats(SafetensorsWriter& w, const GenTensor& g, Rng& rng, Progress& 
         case Init::Ones: v = 1.0 + g.scale * rng.normal(); break;
         case Init::Uniform: v = g.scale * (2.0 * rng.uniform() - 1.0); break;
         case Init::Fp8Scales: v = g.scale / kFp8CodeStd * std::exp2(rng.uniform() - 0.5); break;
+        case Init::Fp8ScalesUe8m0: v = std::exp2(std::round(std::log2(g.scale / kFp8CodeStd) + rng.uniform() - 0.5)); break;
         case Init::Int4Scales: v = g.scale / kInt4CodeStd * std::exp2(rng.uniform() - 0.5); break;
         default: fail("make-model: ", g.spec.name, " is not a float tensor");
       }
@@ -526,29 +548,26 @@ std::vector<std::vector<GenTensor>> plan_shards(const std::vector<GenTensor>& te
   return shards;
 }
 
-// The tokenizer files, behind this one call so the family's own tokenizer
-// (model/deepseek_v3/tokenizer_files.h, with the chat format) replaces them
-// in one line. Until then: the Kimi flavours get K3's tiktoken.model and
-// tokenizer_config.json (K2's layout too: the BPE ranks, then 256 reserved
-// ids starting [BOS], [EOS], as K2's config names 163584 and 163585), the
-// DeepSeek flavours a byte-level BPE tokenizer.json as the Qwen3 generators
-// write it (bos <|endoftext|>, eos <|im_end|>). The other kind's file is
-// removed: a stale tiktoken.model beside tokenizer.json would be read first.
-DeepseekV3TokenIds write_tokenizer_files(const std::string& dir, DeepseekV3Flavor flavor, int64_t vocab,
-                                         int64_t max_positions) {
-  const fs::path d(dir);
-  if (is_kimi_flavor(flavor)) {
-    fs::remove(d / "tokenizer.json");
-    write_k3_tokenizer_files(dir, vocab - 256);
-    return {vocab - 256, vocab - 255};
+// The flavour's tokenizer files and chat template (tokenizer_files.h).
+// The other kind's file is removed: a stale tiktoken.model beside
+// tokenizer.json would be read first.
+DeepSeekV3Flavor tokenizer_flavor(DeepseekV3MakeFlavor f) {
+  switch (f) {
+    case DeepseekV3MakeFlavor::DeepseekR1: return DeepSeekV3Flavor::DeepSeekR1;
+    case DeepseekV3MakeFlavor::DeepseekV31: return DeepSeekV3Flavor::DeepSeekV31;
+    case DeepseekV3MakeFlavor::KimiK2:
+    case DeepseekV3MakeFlavor::KimiK2Thinking: return DeepSeekV3Flavor::KimiK2;
+    default: return DeepSeekV3Flavor::DeepSeekV3;
   }
-  fs::remove(d / "tiktoken.model");
-  const int64_t first_added = write_qwen3_tokenizer_files(dir, vocab, max_positions);
-  return {first_added, first_added + 2};
 }
 
-void check_dims(DeepseekV3Flavor flavor, const DeepseekV3Dims& d) {
-  const std::string who = cat("make-model --arch deepseek_v3 --flavor ", deepseek_v3_flavor_name(flavor), ": ");
+void write_tokenizer_files(const std::string& dir, DeepseekV3MakeFlavor flavor, int64_t vocab) {
+  fs::remove(fs::path(dir) / (is_kimi_make_flavor(flavor) ? "tokenizer.json" : "tiktoken.model"));
+  write_deepseek_v3_tokenizer_files(dir, tokenizer_flavor(flavor), vocab);
+}
+
+void check_dims(DeepseekV3MakeFlavor flavor, const DeepseekV3Dims& d) {
+  const std::string who = cat("make-model --arch deepseek_v3 --flavor ", deepseek_v3_make_flavor_name(flavor), ": ");
   auto positive = [&](int64_t v, const char* what) {
     if (v <= 0) fail(who, what, " must be positive, got ", v);
   };
@@ -573,10 +592,11 @@ void check_dims(DeepseekV3Flavor flavor, const DeepseekV3Dims& d) {
   if (deepseek_v3_release(flavor).int4_experts && (d.hidden % kInt4Group || d.moe_intermediate % kInt4Group))
     fail(who, "--hidden ", d.hidden, " and --moe-intermediate ", d.moe_intermediate,
          " must be multiples of the INT4 group size ", kInt4Group);
-  if (is_kimi_flavor(flavor) && d.vocab < 256 + 257)
+  if (is_kimi_make_flavor(flavor) && d.vocab < 256 + 257)
     fail(who, "--vocab ", d.vocab, " is too small: 256 byte tokens + merges + 256 reserved ids");
-  if (!is_kimi_flavor(flavor) && d.vocab < 256 + 1 + kQwen3AddedTokens)
-    fail(who, "--vocab ", d.vocab, " is too small: 256 byte tokens + merges + ", kQwen3AddedTokens, " added tokens");
+  const int64_t added = static_cast<int64_t>(deepseek_v3_added_tokens(tokenizer_flavor(flavor)).size());
+  if (!is_kimi_make_flavor(flavor) && d.vocab < 3 + 256 + 1 + added)
+    fail(who, "--vocab ", d.vocab, " is too small: 3 special + 256 byte tokens + merges + ", added, " added tokens");
 }
 
 }  // namespace
@@ -584,11 +604,13 @@ void check_dims(DeepseekV3Flavor flavor, const DeepseekV3Dims& d) {
 DeepseekV3GenerateResult generate_deepseek_v3_checkpoint(const DeepseekV3GenerateOptions& o) {
   if (o.out_dir.empty()) fail("make-model: no output directory");
   check_dims(o.flavor, o.dims);
+  const json config = deepseek_v3_config_json(o.flavor, o.dims);
+  // Our own config goes through the runtime's parser first: the maker never
+  // writes a checkpoint the runtime would refuse.
+  parse_deepseek_v3_config(config, "generated config.json");
   const std::vector<GenTensor> tensors = gen_tensors(o.flavor, o.dims);
   prepare_checkpoint_dir(o.out_dir, o.force);
-  const DeepseekV3TokenIds ids =
-      write_tokenizer_files(o.out_dir, o.flavor, o.dims.vocab, deepseek_v3_release(o.flavor).max_positions);
-  const json config = deepseek_v3_config_json(o.flavor, o.dims, ids);
+  write_tokenizer_files(o.out_dir, o.flavor, o.dims.vocab);
 
   const std::vector<std::vector<GenTensor>> shards = plan_shards(tensors, o.shard_bytes);
   uint64_t total = 0;
