@@ -33,7 +33,7 @@ using nlohmann::json;
 
 namespace {
 
-DeepseekV3GenerateOptions tiny_options(const std::string& dir, DeepseekV3MakeFlavor flavor, uint64_t seed = 3) {
+DeepseekV3GenerateOptions tiny_options(const std::string& dir, DeepseekV3Flavor flavor, uint64_t seed = 3) {
   DeepseekV3GenerateOptions o;
   o.out_dir = dir;
   o.seed = seed;
@@ -61,10 +61,10 @@ void expect_tensor(const Checkpoint& c, const std::string& name, DType dtype, st
 }
 
 TEST(DeepseekV3Maker, ConfigCarriesTheReleasedFields) {
-  const std::string& v3 = tiny_checkpoint(DeepseekV3MakeFlavor::DeepseekV3);
-  const std::string& k2 = tiny_checkpoint(DeepseekV3MakeFlavor::KimiK2);
-  const json a = config_of(v3), q = config_of(tiny_checkpoint(DeepseekV3MakeFlavor::DeepseekV3QProj)), k = config_of(k2),
-             t = config_of(tiny_checkpoint(DeepseekV3MakeFlavor::KimiK2Thinking));
+  const std::string& v3 = tiny_checkpoint(DeepseekV3Flavor::DeepseekV3);
+  const std::string& k2 = tiny_checkpoint(DeepseekV3Flavor::KimiK2);
+  const json a = config_of(v3), q = config_of(tiny_checkpoint(DeepseekV3Flavor::DeepseekV3QProj)), k = config_of(k2),
+             t = config_of(tiny_checkpoint(DeepseekV3Flavor::KimiK2Thinking));
 
   EXPECT_EQ(a["architectures"], json::array({"DeepseekV3ForCausalLM"}));
   EXPECT_EQ(a["model_type"], "deepseek_v3");
@@ -126,23 +126,23 @@ TEST(DeepseekV3Maker, ConfigCarriesTheReleasedFields) {
 // format recognises which), and the runtime's config parser takes its config.
 // V3.1's block scales are powers of two, as its scale_fmt "ue8m0" says.
 TEST(DeepseekV3Maker, FlavoursCarryTheirTokenizerTemplateAndScaleFormat) {
-  const std::vector<std::pair<DeepseekV3MakeFlavor, DeepSeekV3Flavor>> expected = {
-      {DeepseekV3MakeFlavor::DeepseekV3, DeepSeekV3Flavor::DeepSeekV3},
-      {DeepseekV3MakeFlavor::DeepseekR1, DeepSeekV3Flavor::DeepSeekR1},
-      {DeepseekV3MakeFlavor::DeepseekV31, DeepSeekV3Flavor::DeepSeekV31},
-      {DeepseekV3MakeFlavor::DeepseekV3QProj, DeepSeekV3Flavor::DeepSeekV3},
-      {DeepseekV3MakeFlavor::KimiK2, DeepSeekV3Flavor::KimiK2},
-      {DeepseekV3MakeFlavor::KimiK2Thinking, DeepSeekV3Flavor::KimiK2}};
+  const std::vector<std::pair<DeepseekV3Flavor, DeepSeekV3Flavor>> expected = {
+      {DeepseekV3Flavor::DeepseekV3, DeepSeekV3Flavor::DeepSeekV3},
+      {DeepseekV3Flavor::DeepseekR1, DeepSeekV3Flavor::DeepSeekR1},
+      {DeepseekV3Flavor::DeepseekV31, DeepSeekV3Flavor::DeepSeekV31},
+      {DeepseekV3Flavor::DeepseekV3QProj, DeepSeekV3Flavor::DeepSeekV3},
+      {DeepseekV3Flavor::KimiK2, DeepSeekV3Flavor::KimiK2},
+      {DeepseekV3Flavor::KimiK2Thinking, DeepSeekV3Flavor::KimiK2}};
   for (const auto& [make, chat] : expected) {
     const std::string& dir = tiny_checkpoint(make);
-    EXPECT_EQ(detect_deepseek_v3_flavor(dir).flavor, chat) << deepseek_v3_make_flavor_name(make);
+    EXPECT_EQ(detect_deepseek_v3_flavor(dir).flavor, chat) << deepseek_v3_flavor_name(make);
     const DeepseekV3Config c = read_deepseek_v3_config(dir + "/config.json");
-    EXPECT_EQ(c.q_lora_rank, make == DeepseekV3MakeFlavor::DeepseekV3QProj ? 0 : 96) << deepseek_v3_make_flavor_name(make);
-    EXPECT_EQ(c.quant, make == DeepseekV3MakeFlavor::KimiK2Thinking ? DsQuant::Int4Experts : DsQuant::Fp8Block);
+    EXPECT_EQ(c.q_lora_rank, make == DeepseekV3Flavor::DeepseekV3QProj ? 0 : 96) << deepseek_v3_flavor_name(make);
+    EXPECT_EQ(c.quant, make == DeepseekV3Flavor::KimiK2Thinking ? DsQuant::Int4Experts : DsQuant::Fp8Block);
   }
-  const std::string& v31 = tiny_checkpoint(DeepseekV3MakeFlavor::DeepseekV31);
+  const std::string& v31 = tiny_checkpoint(DeepseekV3Flavor::DeepseekV31);
   EXPECT_EQ(config_of(v31)["quantization_config"]["scale_fmt"], "ue8m0");
-  EXPECT_FALSE(config_of(tiny_checkpoint(DeepseekV3MakeFlavor::DeepseekV3))["quantization_config"].contains("scale_fmt"));
+  EXPECT_FALSE(config_of(tiny_checkpoint(DeepseekV3Flavor::DeepseekV3))["quantization_config"].contains("scale_fmt"));
   const Checkpoint c = Checkpoint::open(v31);
   size_t scales = 0;
   for (const std::string& name : c.names()) {
@@ -159,7 +159,7 @@ TEST(DeepseekV3Maker, FlavoursCarryTheirTokenizerTemplateAndScaleFormat) {
 }
 
 TEST(DeepseekV3Maker, TensorsHaveTheReleasedNamesDtypesAndShapes) {
-  const std::string& dir = tiny_checkpoint(DeepseekV3MakeFlavor::DeepseekV3);
+  const std::string& dir = tiny_checkpoint(DeepseekV3Flavor::DeepseekV3);
   const Checkpoint c = Checkpoint::open(dir);  // checks the index against every shard header
   EXPECT_GE(c.shards().size(), 2u);
   const json index = json::parse(read_text_file(dir + "/model.safetensors.index.json"));
@@ -232,7 +232,7 @@ TEST(DeepseekV3Maker, TensorsHaveTheReleasedNamesDtypesAndShapes) {
 }
 
 TEST(DeepseekV3Maker, K2ThinkingHasInt4ExpertsAndBf16Elsewhere) {
-  const Checkpoint c = Checkpoint::open(tiny_checkpoint(DeepseekV3MakeFlavor::KimiK2Thinking));
+  const Checkpoint c = Checkpoint::open(tiny_checkpoint(DeepseekV3Flavor::KimiK2Thinking));
   using D = DType;
   // gate [96, 160]: 20 words a row, 5 groups of 32; down [160, 96]: 12 words, 3 groups.
   expect_tensor(c, "model.layers.1.mlp.experts.3.gate_proj.weight_packed", D::I32, {96, 20});
@@ -299,8 +299,8 @@ double decoded_std_ratio_int4(const Checkpoint& c, const std::string& base) {
 // 48 expert matrices the mean square is E[4^u] = 1.5 / ln 4 = 1.082 (ratio
 // 1.04) for FP8; for INT4 (5 groups a row) each matrix is close already.
 TEST(DeepseekV3Maker, DecodedWeightsHaveStdAboutOneOverSqrtFanIn) {
-  const Checkpoint a = Checkpoint::open(tiny_checkpoint(DeepseekV3MakeFlavor::DeepseekV3));
-  const Checkpoint b = Checkpoint::open(tiny_checkpoint(DeepseekV3MakeFlavor::KimiK2Thinking));
+  const Checkpoint a = Checkpoint::open(tiny_checkpoint(DeepseekV3Flavor::DeepseekV3));
+  const Checkpoint b = Checkpoint::open(tiny_checkpoint(DeepseekV3Flavor::KimiK2Thinking));
   double fp8_ms = 0;
   int n = 0;
   for (int e = 0; e < 16; ++e)
@@ -355,20 +355,20 @@ TEST(DeepseekV3Maker, Int4PackerUsesCompressedTensorsLayout) {
 
 TEST(DeepseekV3Maker, BenchPresetsHaveTheRealExpertSizes) {
   // DeepSeek V3: 3 x 7168 x 2048 FP8 codes + 3 x 16 x 56 F32 scales.
-  const DeepseekV3Dims v3 = deepseek_v3_preset("bench", DeepseekV3MakeFlavor::DeepseekV3);
+  const DeepseekV3Dims v3 = deepseek_v3_preset("bench", DeepseekV3Flavor::DeepseekV3);
   EXPECT_EQ(v3.hidden, 7168);
   EXPECT_EQ(v3.moe_intermediate, 2048);
-  EXPECT_EQ(deepseek_v3_expert_bytes(DeepseekV3MakeFlavor::DeepseekV3, v3), 3ull * 7168 * 2048 + 3ull * 16 * 56 * 4);
-  EXPECT_EQ(deepseek_v3_expert_bytes(DeepseekV3MakeFlavor::DeepseekV3, v3), 44050944u);
+  EXPECT_EQ(deepseek_v3_expert_bytes(DeepseekV3Flavor::DeepseekV3, v3), 3ull * 7168 * 2048 + 3ull * 16 * 56 * 4);
+  EXPECT_EQ(deepseek_v3_expert_bytes(DeepseekV3Flavor::DeepseekV3, v3), 44050944u);
   // K2-Thinking: per matrix 2048 x 7168 / 8 I32 words, 2048 x 7168 / 32 BF16 scales, 2 I64.
-  const DeepseekV3Dims k2t = deepseek_v3_preset("bench", DeepseekV3MakeFlavor::KimiK2Thinking);
-  EXPECT_EQ(deepseek_v3_expert_bytes(DeepseekV3MakeFlavor::KimiK2Thinking, k2t),
+  const DeepseekV3Dims k2t = deepseek_v3_preset("bench", DeepseekV3Flavor::KimiK2Thinking);
+  EXPECT_EQ(deepseek_v3_expert_bytes(DeepseekV3Flavor::KimiK2Thinking, k2t),
             3ull * (2048ull * 7168 / 8 * 4 + 2048ull * 7168 / 32 * 2 + 16));
-  EXPECT_EQ(deepseek_v3_expert_bytes(DeepseekV3MakeFlavor::KimiK2Thinking, k2t), 24772656u);
+  EXPECT_EQ(deepseek_v3_expert_bytes(DeepseekV3Flavor::KimiK2Thinking, k2t), 24772656u);
   // The whole bench checkpoint, without writing it: 3 MoE layers + the MTP layer of 16
   // experts each, and under 1 GB of everything else (the spine, eh_proj's 205 MB among it).
   uint64_t total = 0, experts = 0;
-  for (const TensorSpec& t : deepseek_v3_tensor_specs(DeepseekV3MakeFlavor::DeepseekV3, v3)) {
+  for (const TensorSpec& t : deepseek_v3_tensor_specs(DeepseekV3Flavor::DeepseekV3, v3)) {
     total += t.bytes();
     if (t.name.find(".mlp.experts.") != std::string::npos) experts += t.bytes();
   }
@@ -378,9 +378,9 @@ TEST(DeepseekV3Maker, BenchPresetsHaveTheRealExpertSizes) {
 
 TEST(DeepseekV3Maker, DeterministicPerSeedAndRefusesToOverwriteWithoutForce) {
   TempDir a, b, c;
-  generate_deepseek_v3_checkpoint(tiny_options(a.path(), DeepseekV3MakeFlavor::KimiK2, 5));
-  generate_deepseek_v3_checkpoint(tiny_options(b.path(), DeepseekV3MakeFlavor::KimiK2, 5));
-  generate_deepseek_v3_checkpoint(tiny_options(c.path(), DeepseekV3MakeFlavor::KimiK2, 6));
+  generate_deepseek_v3_checkpoint(tiny_options(a.path(), DeepseekV3Flavor::KimiK2, 5));
+  generate_deepseek_v3_checkpoint(tiny_options(b.path(), DeepseekV3Flavor::KimiK2, 5));
+  generate_deepseek_v3_checkpoint(tiny_options(c.path(), DeepseekV3Flavor::KimiK2, 6));
   auto hashes = [](const std::string& dir) {
     std::map<std::string, std::string> h;
     for (const auto& e : fs::directory_iterator(dir)) h[e.path().filename().string()] = sha256_file_hex(e.path().string());
@@ -393,8 +393,8 @@ TEST(DeepseekV3Maker, DeterministicPerSeedAndRefusesToOverwriteWithoutForce) {
 
   // A second checkpoint into the same directory: refused, then overwritten with force,
   // the other flavour's tokenizer file removed.
-  EXPECT_THROW(generate_deepseek_v3_checkpoint(tiny_options(a.path(), DeepseekV3MakeFlavor::DeepseekV3)), Error);
-  DeepseekV3GenerateOptions o = tiny_options(a.path(), DeepseekV3MakeFlavor::DeepseekV3);
+  EXPECT_THROW(generate_deepseek_v3_checkpoint(tiny_options(a.path(), DeepseekV3Flavor::DeepseekV3)), Error);
+  DeepseekV3GenerateOptions o = tiny_options(a.path(), DeepseekV3Flavor::DeepseekV3);
   o.force = true;
   generate_deepseek_v3_checkpoint(o);
   EXPECT_EQ(config_of(a.path())["model_type"], "deepseek_v3");
@@ -406,7 +406,7 @@ TEST(DeepseekV3Maker, DeterministicPerSeedAndRefusesToOverwriteWithoutForce) {
 
 TEST(DeepseekV3Maker, RefusesDimensionsTheFamilyCannotHaveNamingTheOption) {
   TempDir dir;
-  auto refused = [&](DeepseekV3MakeFlavor f, const std::function<void(DeepseekV3Dims&)>& edit, const std::string& says) {
+  auto refused = [&](DeepseekV3Flavor f, const std::function<void(DeepseekV3Dims&)>& edit, const std::string& says) {
     DeepseekV3GenerateOptions o = tiny_options(dir.path(), f);
     edit(o.dims);
     try {
@@ -416,11 +416,11 @@ TEST(DeepseekV3Maker, RefusesDimensionsTheFamilyCannotHaveNamingTheOption) {
       EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
     }
   };
-  refused(DeepseekV3MakeFlavor::DeepseekV3, [](DeepseekV3Dims& d) { d.experts = 18; }, "--experts 18 is not a multiple of n_group 4");
-  refused(DeepseekV3MakeFlavor::DeepseekV3, [](DeepseekV3Dims& d) { d.top_k = 9; }, "--top-k 9 exceeds the 8 experts");
-  refused(DeepseekV3MakeFlavor::KimiK2, [](DeepseekV3Dims& d) { d.layers = 1; }, "--layers 1 leaves no MoE layer");
-  refused(DeepseekV3MakeFlavor::KimiK2Thinking, [](DeepseekV3Dims& d) { d.moe_intermediate = 40; }, "multiples of the INT4 group size 32");
-  refused(DeepseekV3MakeFlavor::KimiK2, [](DeepseekV3Dims& d) { d.vocab = 400; }, "--vocab 400 is too small");
+  refused(DeepseekV3Flavor::DeepseekV3, [](DeepseekV3Dims& d) { d.experts = 18; }, "--experts 18 is not a multiple of n_group 4");
+  refused(DeepseekV3Flavor::DeepseekV3, [](DeepseekV3Dims& d) { d.top_k = 9; }, "--top-k 9 exceeds the 8 experts");
+  refused(DeepseekV3Flavor::KimiK2, [](DeepseekV3Dims& d) { d.layers = 1; }, "--layers 1 leaves no MoE layer");
+  refused(DeepseekV3Flavor::KimiK2Thinking, [](DeepseekV3Dims& d) { d.moe_intermediate = 40; }, "multiples of the INT4 group size 32");
+  refused(DeepseekV3Flavor::KimiK2, [](DeepseekV3Dims& d) { d.vocab = 400; }, "--vocab 400 is too small");
   EXPECT_FALSE(fs::exists(dir.file("config.json")));
 }
 

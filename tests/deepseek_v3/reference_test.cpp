@@ -189,7 +189,7 @@ TEST(DeepseekV3Reference, Int4UnpacksNibblesLowFirstMinusEight) {
 
 // ---- the whole pass on tiny generated checkpoints ------------------------------------------
 
-const std::string& tiny(DeepseekV3MakeFlavor flavor) { return tiny_checkpoint(flavor); }
+const std::string& tiny(DeepseekV3Flavor flavor) { return tiny_checkpoint(flavor); }
 
 // The checkpoint in `dir` seen through another config.json: the shards
 // linked, config.json edited by `edit`.
@@ -217,7 +217,7 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b, 
 }
 
 TEST(DeepseekV3Reference, LogitsAreFiniteVariedAndCausal) {
-  const ReferenceDeepseekV3 ref(tiny(DeepseekV3MakeFlavor::DeepseekV3));
+  const ReferenceDeepseekV3 ref(tiny(DeepseekV3Flavor::DeepseekV3));
   const size_t V = static_cast<size_t>(ref.vocab());
   const std::vector<double> a = ref.logits(kTokens);
   ASSERT_EQ(a.size(), kTokens.size() * V);
@@ -239,7 +239,7 @@ TEST(DeepseekV3Reference, LogitsAreFiniteVariedAndCausal) {
 }
 
 TEST(DeepseekV3Reference, GroupedAndUngroupedRoutingChooseDifferently) {
-  const std::string& dir = tiny(DeepseekV3MakeFlavor::DeepseekV3);  // n_group 4, topk_group 2
+  const std::string& dir = tiny(DeepseekV3Flavor::DeepseekV3);  // n_group 4, topk_group 2
   const ReferenceDeepseekV3 grouped(dir);
   const EditedConfig flat(dir, [](json& c) {
     c["n_group"] = 1;
@@ -271,7 +271,7 @@ TEST(DeepseekV3Reference, GroupedAndUngroupedRoutingChooseDifferently) {
 TEST(DeepseekV3Reference, BetaFastIsReadFromTheConfig) {
   // tiny: rope dim 8, theta 10^4, original 4096: beta 32/1 gives low 1, high 3;
   // beta 1/1 gives low 2, high 3, so pair 2 changes and positions past 0 move.
-  const std::string& dir = tiny(DeepseekV3MakeFlavor::DeepseekV3);
+  const std::string& dir = tiny(DeepseekV3Flavor::DeepseekV3);
   const ReferenceDeepseekV3 v3(dir);
   const EditedConfig k2_beta(dir, [](json& c) { c["rope_scaling"]["beta_fast"] = 1; });
   const ReferenceDeepseekV3 k2(k2_beta.path());
@@ -285,7 +285,7 @@ TEST(DeepseekV3Reference, BetaFastIsReadFromTheConfig) {
 // The reference reads these from config.json (a reference that hard-coded
 // one would agree with a runtime making the same mistake).
 TEST(DeepseekV3Reference, ConfigFieldsChangeTheLogits) {
-  const std::string& dir = tiny(DeepseekV3MakeFlavor::DeepseekV3);
+  const std::string& dir = tiny(DeepseekV3Flavor::DeepseekV3);
   const std::vector<uint32_t> tokens(kTokens.begin(), kTokens.begin() + 4);
   const std::vector<double> base = ReferenceDeepseekV3(dir).logits(tokens);
   const std::vector<std::pair<const char*, std::function<void(json&)>>> edits = {
@@ -317,24 +317,24 @@ TEST(DeepseekV3Reference, ConfigFieldsChangeTheLogits) {
 
 TEST(DeepseekV3Reference, EveryFlavourRuns) {
   // q_proj instead of q_lora; V3.1's power-of-two scales; Kimi K2 (FP8, one group); K2-Thinking (INT4 experts, BF16 rest).
-  for (DeepseekV3MakeFlavor f : {DeepseekV3MakeFlavor::DeepseekV3QProj, DeepseekV3MakeFlavor::DeepseekV31,
-                                 DeepseekV3MakeFlavor::KimiK2, DeepseekV3MakeFlavor::KimiK2Thinking}) {
+  for (DeepseekV3Flavor f : {DeepseekV3Flavor::DeepseekV3QProj, DeepseekV3Flavor::DeepseekV31,
+                                 DeepseekV3Flavor::KimiK2, DeepseekV3Flavor::KimiK2Thinking}) {
     const ReferenceDeepseekV3 ref(tiny(f));
     const ReferenceDeepseekV3::Pass p = ref.forward({1, 2, 300, 4});
     double sum2 = 0;
     for (double v : p.logits) {
-      ASSERT_TRUE(std::isfinite(v)) << deepseek_v3_make_flavor_name(f);
+      ASSERT_TRUE(std::isfinite(v)) << deepseek_v3_flavor_name(f);
       sum2 += v * v;
     }
-    EXPECT_GT(sum2, 0.0) << deepseek_v3_make_flavor_name(f);
-    EXPECT_EQ(ref.has_mtp(), !is_kimi_make_flavor(f)) << deepseek_v3_make_flavor_name(f);
+    EXPECT_GT(sum2, 0.0) << deepseek_v3_flavor_name(f);
+    EXPECT_EQ(ref.has_mtp(), !is_kimi_flavor(f)) << deepseek_v3_flavor_name(f);
     for (const auto& layer : p.routes)
       for (const DsRoute& r : layer) EXPECT_FALSE(r.hf_zero_fill_differs);
   }
 }
 
 TEST(DeepseekV3Reference, MtpTakesTheHiddenStateAndTheNextTokenButNotAtPositionZero) {
-  const ReferenceDeepseekV3 ref(tiny(DeepseekV3MakeFlavor::DeepseekV3));
+  const ReferenceDeepseekV3 ref(tiny(DeepseekV3Flavor::DeepseekV3));
   const ReferenceDeepseekV3::Pass main = ref.forward(kTokens);
   const size_t V = static_cast<size_t>(ref.vocab()), H = static_cast<size_t>(ref.hidden_size());
   // Row i: hidden state of position i with token i + 1 (the last one's next token made up).
@@ -360,7 +360,7 @@ TEST(DeepseekV3Reference, MtpTakesTheHiddenStateAndTheNextTokenButNotAtPositionZ
 }
 
 TEST(DeepseekV3Reference, RefusesACheckpointWithoutMtpForMtp) {
-  const ReferenceDeepseekV3 ref(tiny(DeepseekV3MakeFlavor::KimiK2));
+  const ReferenceDeepseekV3 ref(tiny(DeepseekV3Flavor::KimiK2));
   EXPECT_THROW(ref.mtp_logits(std::vector<double>(ref.hidden_size(), 0.0), {1}), std::exception);
 }
 

@@ -11,8 +11,8 @@
 
 namespace deltafin::test {
 
-inline const std::string& tiny_checkpoint(DeepseekV3MakeFlavor flavor) {
-  static std::map<DeepseekV3MakeFlavor, std::unique_ptr<TempDir>> made;
+inline const std::string& tiny_checkpoint(DeepseekV3Flavor flavor) {
+  static std::map<DeepseekV3Flavor, std::unique_ptr<TempDir>> made;
   std::unique_ptr<TempDir>& dir = made[flavor];
   if (!dir) {
     dir = std::make_unique<TempDir>();

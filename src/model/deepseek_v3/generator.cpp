@@ -35,40 +35,40 @@ uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
 // ---- flavours, presets, releases ------------------------------------------
 
 namespace {
-constexpr DeepseekV3MakeFlavor kFlavors[] = {DeepseekV3MakeFlavor::DeepseekV3,     DeepseekV3MakeFlavor::DeepseekR1,
-                                             DeepseekV3MakeFlavor::DeepseekV31,    DeepseekV3MakeFlavor::DeepseekV3QProj,
-                                             DeepseekV3MakeFlavor::KimiK2,         DeepseekV3MakeFlavor::KimiK2Thinking};
+constexpr DeepseekV3Flavor kFlavors[] = {DeepseekV3Flavor::DeepseekV3,     DeepseekV3Flavor::DeepseekR1,
+                                             DeepseekV3Flavor::DeepseekV31,    DeepseekV3Flavor::DeepseekV3QProj,
+                                             DeepseekV3Flavor::KimiK2,         DeepseekV3Flavor::KimiK2Thinking};
 }  // namespace
 
-DeepseekV3MakeFlavor parse_deepseek_v3_make_flavor(const std::string& name) {
-  if (name.empty()) return DeepseekV3MakeFlavor::DeepseekV3;
+DeepseekV3Flavor parse_deepseek_v3_flavor(const std::string& name) {
+  if (name.empty()) return DeepseekV3Flavor::DeepseekV3;
   std::string names;
-  for (DeepseekV3MakeFlavor f : kFlavors) {
-    if (name == deepseek_v3_make_flavor_name(f)) return f;
-    names += cat(names.empty() ? "" : ", ", deepseek_v3_make_flavor_name(f));
+  for (DeepseekV3Flavor f : kFlavors) {
+    if (name == deepseek_v3_flavor_name(f)) return f;
+    names += cat(names.empty() ? "" : ", ", deepseek_v3_flavor_name(f));
   }
   fail("make-model --arch deepseek_v3: unknown --flavor \"", name, "\" (", names, ")");
 }
 
-const char* deepseek_v3_make_flavor_name(DeepseekV3MakeFlavor f) {
+const char* deepseek_v3_flavor_name(DeepseekV3Flavor f) {
   switch (f) {
-    case DeepseekV3MakeFlavor::DeepseekV3: return "deepseek_v3";
-    case DeepseekV3MakeFlavor::DeepseekR1: return "deepseek_r1";
-    case DeepseekV3MakeFlavor::DeepseekV31: return "deepseek_v31";
-    case DeepseekV3MakeFlavor::DeepseekV3QProj: return "deepseek_v3_q_proj";
-    case DeepseekV3MakeFlavor::KimiK2: return "kimi_k2";
-    case DeepseekV3MakeFlavor::KimiK2Thinking: return "kimi_k2_thinking";
+    case DeepseekV3Flavor::DeepseekV3: return "deepseek_v3";
+    case DeepseekV3Flavor::DeepseekR1: return "deepseek_r1";
+    case DeepseekV3Flavor::DeepseekV31: return "deepseek_v31";
+    case DeepseekV3Flavor::DeepseekV3QProj: return "deepseek_v3_q_proj";
+    case DeepseekV3Flavor::KimiK2: return "kimi_k2";
+    case DeepseekV3Flavor::KimiK2Thinking: return "kimi_k2_thinking";
   }
   return "?";
 }
 
-bool is_kimi_make_flavor(DeepseekV3MakeFlavor f) {
-  return f == DeepseekV3MakeFlavor::KimiK2 || f == DeepseekV3MakeFlavor::KimiK2Thinking;
+bool is_kimi_flavor(DeepseekV3Flavor f) {
+  return f == DeepseekV3Flavor::KimiK2 || f == DeepseekV3Flavor::KimiK2Thinking;
 }
 
-DeepseekV3Dims deepseek_v3_preset(const std::string& preset, DeepseekV3MakeFlavor flavor) {
+DeepseekV3Dims deepseek_v3_preset(const std::string& preset, DeepseekV3Flavor flavor) {
   DeepseekV3Dims d;
-  const bool kimi = is_kimi_make_flavor(flavor);
+  const bool kimi = is_kimi_flavor(flavor);
   if (preset == "tiny") {
     // hidden 160 and intermediate 200: FP8 matrices with a full and a partial
     // 128-block along a dimension; every other dimension is one partial block.
@@ -94,18 +94,18 @@ DeepseekV3Dims deepseek_v3_preset(const std::string& preset, DeepseekV3MakeFlavo
   } else {
     fail("make-model --arch deepseek_v3: --preset is tiny, small or bench, not \"", preset, "\"");
   }
-  if (flavor == DeepseekV3MakeFlavor::DeepseekV3QProj) d.q_lora = 0;
+  if (flavor == DeepseekV3Flavor::DeepseekV3QProj) d.q_lora = 0;
   d.mtp = kimi ? 0 : 1;  // the DeepSeek releases carry one MTP layer, Kimi's none
   return d;
 }
 
-DeepseekV3Release deepseek_v3_release(DeepseekV3MakeFlavor flavor) {
+DeepseekV3Release deepseek_v3_release(DeepseekV3Flavor flavor) {
   DeepseekV3Release r;  // DeepSeek V3 / R1's config.json
-  if (is_kimi_make_flavor(flavor)) {
+  if (is_kimi_flavor(flavor)) {
     r.model_type = "kimi_k2";
     r.rope_theta = 50000, r.beta_fast = 1, r.beta_slow = 1;
     r.routed_scaling_factor = 2.827;
-    if (flavor == DeepseekV3MakeFlavor::KimiK2Thinking) {
+    if (flavor == DeepseekV3Flavor::KimiK2Thinking) {
       r.yarn_factor = 64, r.max_positions = 262144;  // K2-Thinking (and K2-Instruct-0905): 256K context
       r.int4_experts = true;
     } else {
@@ -113,12 +113,12 @@ DeepseekV3Release deepseek_v3_release(DeepseekV3MakeFlavor flavor) {
     }
   } else {
     r.model_type = "deepseek_v3";
-    r.ue8m0_scales = flavor == DeepseekV3MakeFlavor::DeepseekV31;
+    r.ue8m0_scales = flavor == DeepseekV3Flavor::DeepseekV31;
   }
   return r;
 }
 
-json deepseek_v3_quantization_config(DeepseekV3MakeFlavor flavor) {
+json deepseek_v3_quantization_config(DeepseekV3Flavor flavor) {
   const DeepseekV3Release r = deepseek_v3_release(flavor);
   if (!r.int4_experts) {
     json q = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
@@ -141,9 +141,9 @@ json deepseek_v3_quantization_config(DeepseekV3MakeFlavor flavor) {
               {"quantization_status", "compressed"}};
 }
 
-json deepseek_v3_config_json(DeepseekV3MakeFlavor flavor, const DeepseekV3Dims& d) {
+json deepseek_v3_config_json(DeepseekV3Flavor flavor, const DeepseekV3Dims& d) {
   const DeepseekV3Release r = deepseek_v3_release(flavor);
-  const bool kimi = is_kimi_make_flavor(flavor);
+  const bool kimi = is_kimi_flavor(flavor);
   // Where the tokenizer files put them: DeepSeek's <｜begin▁of▁sentence｜> and
   // <｜end▁of▁sentence｜> are ids 0 and 1; Kimi's [BOS] and [EOS] open the
   // reserved ids after the ranks (K2's config: 163584, 163585).
@@ -315,7 +315,7 @@ void decoder_layer(TensorList& t, const DeepseekV3Dims& d, int64_t i, bool int4_
   t.mlp(p + ".mlp.shared_experts", d.hidden, d.shared * d.moe_intermediate, dense);
 }
 
-std::vector<GenTensor> gen_tensors(DeepseekV3MakeFlavor flavor, const DeepseekV3Dims& d) {
+std::vector<GenTensor> gen_tensors(DeepseekV3Flavor flavor, const DeepseekV3Dims& d) {
   const DeepseekV3Release r = deepseek_v3_release(flavor);
   const bool int4 = r.int4_experts;
   std::vector<GenTensor> out;
@@ -344,13 +344,13 @@ std::vector<GenTensor> gen_tensors(DeepseekV3MakeFlavor flavor, const DeepseekV3
 
 namespace deltafin {
 
-std::vector<TensorSpec> deepseek_v3_tensor_specs(DeepseekV3MakeFlavor flavor, const DeepseekV3Dims& dims) {
+std::vector<TensorSpec> deepseek_v3_tensor_specs(DeepseekV3Flavor flavor, const DeepseekV3Dims& dims) {
   std::vector<TensorSpec> out;
   for (const GenTensor& g : gen_tensors(flavor, dims)) out.push_back(g.spec);
   return out;
 }
 
-uint64_t deepseek_v3_expert_bytes(DeepseekV3MakeFlavor flavor, const DeepseekV3Dims& d) {
+uint64_t deepseek_v3_expert_bytes(DeepseekV3Flavor flavor, const DeepseekV3Dims& d) {
   DeepseekV3Dims one = d;
   one.layers = 1, one.dense_layers = 0, one.mtp = 0, one.experts = 1;
   uint64_t n = 0;
@@ -551,23 +551,23 @@ std::vector<std::vector<GenTensor>> plan_shards(const std::vector<GenTensor>& te
 // The flavour's tokenizer files and chat template (tokenizer_files.h).
 // The other kind's file is removed: a stale tiktoken.model beside
 // tokenizer.json would be read first.
-DeepSeekV3Flavor tokenizer_flavor(DeepseekV3MakeFlavor f) {
+DeepSeekV3Flavor tokenizer_flavor(DeepseekV3Flavor f) {
   switch (f) {
-    case DeepseekV3MakeFlavor::DeepseekR1: return DeepSeekV3Flavor::DeepSeekR1;
-    case DeepseekV3MakeFlavor::DeepseekV31: return DeepSeekV3Flavor::DeepSeekV31;
-    case DeepseekV3MakeFlavor::KimiK2:
-    case DeepseekV3MakeFlavor::KimiK2Thinking: return DeepSeekV3Flavor::KimiK2;
+    case DeepseekV3Flavor::DeepseekR1: return DeepSeekV3Flavor::DeepSeekR1;
+    case DeepseekV3Flavor::DeepseekV31: return DeepSeekV3Flavor::DeepSeekV31;
+    case DeepseekV3Flavor::KimiK2:
+    case DeepseekV3Flavor::KimiK2Thinking: return DeepSeekV3Flavor::KimiK2;
     default: return DeepSeekV3Flavor::DeepSeekV3;
   }
 }
 
-void write_tokenizer_files(const std::string& dir, DeepseekV3MakeFlavor flavor, int64_t vocab) {
-  fs::remove(fs::path(dir) / (is_kimi_make_flavor(flavor) ? "tokenizer.json" : "tiktoken.model"));
+void write_tokenizer_files(const std::string& dir, DeepseekV3Flavor flavor, int64_t vocab) {
+  fs::remove(fs::path(dir) / (is_kimi_flavor(flavor) ? "tokenizer.json" : "tiktoken.model"));
   write_deepseek_v3_tokenizer_files(dir, tokenizer_flavor(flavor), vocab);
 }
 
-void check_dims(DeepseekV3MakeFlavor flavor, const DeepseekV3Dims& d) {
-  const std::string who = cat("make-model --arch deepseek_v3 --flavor ", deepseek_v3_make_flavor_name(flavor), ": ");
+void check_dims(DeepseekV3Flavor flavor, const DeepseekV3Dims& d) {
+  const std::string who = cat("make-model --arch deepseek_v3 --flavor ", deepseek_v3_flavor_name(flavor), ": ");
   auto positive = [&](int64_t v, const char* what) {
     if (v <= 0) fail(who, what, " must be positive, got ", v);
   };
@@ -592,10 +592,10 @@ void check_dims(DeepseekV3MakeFlavor flavor, const DeepseekV3Dims& d) {
   if (deepseek_v3_release(flavor).int4_experts && (d.hidden % kInt4Group || d.moe_intermediate % kInt4Group))
     fail(who, "--hidden ", d.hidden, " and --moe-intermediate ", d.moe_intermediate,
          " must be multiples of the INT4 group size ", kInt4Group);
-  if (is_kimi_make_flavor(flavor) && d.vocab < 256 + 257)
+  if (is_kimi_flavor(flavor) && d.vocab < 256 + 257)
     fail(who, "--vocab ", d.vocab, " is too small: 256 byte tokens + merges + 256 reserved ids");
   const int64_t added = static_cast<int64_t>(deepseek_v3_added_tokens(tokenizer_flavor(flavor)).size());
-  if (!is_kimi_make_flavor(flavor) && d.vocab < 3 + 256 + 1 + added)
+  if (!is_kimi_flavor(flavor) && d.vocab < 3 + 256 + 1 + added)
     fail(who, "--vocab ", d.vocab, " is too small: 3 special + 256 byte tokens + merges + ", added, " added tokens");
 }
 

@@ -37,7 +37,7 @@ namespace deltafin {
 // Which release the checkpoint imitates (--flavor): the weights' layout and
 // config.json, and the tokenizer files and chat template
 // (model/deepseek_v3/tokenizer_files.h) of that release.
-enum class DeepseekV3MakeFlavor {
+enum class DeepseekV3Flavor {
   DeepseekV3,       // DeepSeek V3: FP8, grouped routing (n_group > 1), q_lora, YaRN beta 32/1, the MTP layer
   DeepseekR1,       // the same, with R1's tokenizer and template (thinking)
   DeepseekV31,      // the same, quantization_config's scale_fmt "ue8m0" (power-of-two block scales), V3.1's template
@@ -47,9 +47,9 @@ enum class DeepseekV3MakeFlavor {
 };
 
 // "deepseek_v3", "deepseek_r1", "deepseek_v31", "deepseek_v3_q_proj", "kimi_k2", "kimi_k2_thinking".
-DeepseekV3MakeFlavor parse_deepseek_v3_make_flavor(const std::string& name);
-const char* deepseek_v3_make_flavor_name(DeepseekV3MakeFlavor flavor);
-bool is_kimi_make_flavor(DeepseekV3MakeFlavor flavor);
+DeepseekV3Flavor parse_deepseek_v3_flavor(const std::string& name);
+const char* deepseek_v3_flavor_name(DeepseekV3Flavor flavor);
+bool is_kimi_flavor(DeepseekV3Flavor flavor);
 
 struct DeepseekV3Dims {
   int64_t hidden = 0, layers = 0, dense_layers = 0;  // dense_layers: first_k_dense_replace
@@ -67,7 +67,7 @@ struct DeepseekV3Dims {
 // expert, hidden 7168 x moe_intermediate 2048: 44,050,944 bytes FP8 with
 // scales; K2-Thinking's INT4 expert: 24,772,656 bytes; 4 layers of 16 experts
 // and a small attention, so it fits a small disk).
-DeepseekV3Dims deepseek_v3_preset(const std::string& preset, DeepseekV3MakeFlavor flavor);
+DeepseekV3Dims deepseek_v3_preset(const std::string& preset, DeepseekV3Flavor flavor);
 
 // The released config's fields that are not dimensions (rope, routing,
 // quantization), for the flavour.
@@ -79,25 +79,25 @@ struct DeepseekV3Release {
   bool int4_experts = false;      // compressed-tensors INT4 routed experts, the rest BF16; else FP8 everywhere
   bool ue8m0_scales = false;      // V3.1: FP8 block scales are powers of two (scale_fmt "ue8m0"), still F32
 };
-DeepseekV3Release deepseek_v3_release(DeepseekV3MakeFlavor flavor);
+DeepseekV3Release deepseek_v3_release(DeepseekV3Flavor flavor);
 
 // config.json for these dimensions, with every field of the released config
 // (bos_token_id and eos_token_id where the flavour's tokenizer files put them).
-nlohmann::json deepseek_v3_config_json(DeepseekV3MakeFlavor flavor, const DeepseekV3Dims& dims);
+nlohmann::json deepseek_v3_config_json(DeepseekV3Flavor flavor, const DeepseekV3Dims& dims);
 // The released quantization_config of the flavour's format.
-nlohmann::json deepseek_v3_quantization_config(DeepseekV3MakeFlavor flavor);
+nlohmann::json deepseek_v3_quantization_config(DeepseekV3Flavor flavor);
 
 // Every tensor of the checkpoint, in the order written (layer by layer, the
 // MTP layer last). Exposed for tests and for the bench sizes.
-std::vector<TensorSpec> deepseek_v3_tensor_specs(DeepseekV3MakeFlavor flavor, const DeepseekV3Dims& dims);
+std::vector<TensorSpec> deepseek_v3_tensor_specs(DeepseekV3Flavor flavor, const DeepseekV3Dims& dims);
 // Bytes of one routed expert as stored: its three matrices with their scales
 // (FP8: weight + weight_scale_inv; INT4: weight_packed + weight_scale + weight_shape).
-uint64_t deepseek_v3_expert_bytes(DeepseekV3MakeFlavor flavor, const DeepseekV3Dims& dims);
+uint64_t deepseek_v3_expert_bytes(DeepseekV3Flavor flavor, const DeepseekV3Dims& dims);
 
 struct DeepseekV3GenerateOptions {
   std::string out_dir;
   uint64_t seed = 1;
-  DeepseekV3MakeFlavor flavor = DeepseekV3MakeFlavor::DeepseekV3;
+  DeepseekV3Flavor flavor = DeepseekV3Flavor::DeepseekV3;
   DeepseekV3Dims dims;
   uint64_t shard_bytes = 4ull << 30;  // target size per shard (at least two shards)
   bool force = false;                 // overwrite an existing checkpoint in out_dir

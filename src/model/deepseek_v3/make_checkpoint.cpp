@@ -10,7 +10,7 @@ namespace deltafin {
 std::string make_deepseek_v3_checkpoint(const MakeCheckpointRequest& a) {
   const DimOverrides& d = a.dims;
   if (d.latent) fail("make-model --arch deepseek_v3: --latent is K3's routed-expert latent; this family has none");
-  const DeepseekV3MakeFlavor flavor = parse_deepseek_v3_make_flavor(a.flavor);
+  const DeepseekV3Flavor flavor = parse_deepseek_v3_flavor(a.flavor);
   DeepseekV3GenerateOptions o;
   o.out_dir = a.out;
   o.seed = a.seed;
@@ -30,7 +30,7 @@ std::string make_deepseek_v3_checkpoint(const MakeCheckpointRequest& a) {
   const DeepseekV3Dims& m = o.dims;
   const bool int4 = deepseek_v3_release(flavor).int4_experts;
   return strformat("wrote %s: DeepSeek-V3 family, flavor %s (model_type %s), preset %s, seed %llu\n", a.out.c_str(),
-                   deepseek_v3_make_flavor_name(flavor), r.config.at("model_type").get<std::string>().c_str(),
+                   deepseek_v3_flavor_name(flavor), r.config.at("model_type").get<std::string>().c_str(),
                    a.preset.c_str(), static_cast<unsigned long long>(a.seed)) +
          strformat("  %lld layers (%lld dense)%s, %lld experts (top-%lld; n_group %lld, topk_group %lld), hidden %lld, "
                    "q_lora_rank %s\n",
