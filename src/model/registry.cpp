@@ -13,6 +13,7 @@
 #include "model/qwen3_moe/describe.h"
 #include "model/kimi_k3/chat_format.h"
 #include "model/qwen3_moe/family_checkpoint.h"
+#include "model/deepseek_v3/chat_format.h"
 #include "model/deepseek_v3/family_checkpoint.h"
 #include "model/deepseek_v3/make_checkpoint.h"
 #include "util/error.h"
@@ -112,6 +113,10 @@ void describe_checkpoint(const std::string& dir, bool verify_experts) {
 
 std::unique_ptr<FamilyTokenizer> open_family_tokenizer(const std::string& dir) {
   const std::filesystem::path d(dir);
+  // A DeepSeek-V3-family checkpoint or store (its config.json says so):
+  // DeepSeek's tokenizer.json or Kimi K2's tiktoken.model, with its chat.
+  if (std::filesystem::exists(d / "config.json") && &detect_checkpoint_family(dir) == &family_info(Family::DeepseekV3))
+    return std::make_unique<DeepSeekV3FamilyTokenizer>(dir);
   if (std::filesystem::exists(d / "tokenizer.json") && !std::filesystem::exists(d / "tiktoken.model"))
     return std::make_unique<Qwen3FamilyTokenizer>((d / "tokenizer.json").string());
   return std::make_unique<K3FamilyTokenizer>(dir);

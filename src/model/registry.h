@@ -60,9 +60,10 @@ std::unique_ptr<FamilyCheckpoint> open_family_checkpoint(const std::string& dir,
 void describe_checkpoint(const std::string& dir, bool verify_experts);
 
 class FamilyTokenizer;
-// The tokenizer in `dir` alone (`deltafin tokenize`): a directory holding
-// tokenizer.json and no tiktoken.model is a Hugging Face tokenizer (with
-// Qwen3's chat format); otherwise K3's tiktoken.model.
+// The tokenizer in `dir` alone (`deltafin tokenize`): a DeepSeek-V3-family
+// directory (by its config.json) has that family's tokenizer and chat; else
+// a directory holding tokenizer.json and no tiktoken.model is a Hugging Face
+// tokenizer (with Qwen3's chat format); otherwise K3's tiktoken.model.
 std::unique_ptr<FamilyTokenizer> open_family_tokenizer(const std::string& dir);
 
 // The expert record layout the config.json in `dir` implies (a store's copy

@@ -126,13 +126,13 @@ TEST(DeepseekV3Maker, ConfigCarriesTheReleasedFields) {
 // format recognises which), and the runtime's config parser takes its config.
 // V3.1's block scales are powers of two, as its scale_fmt "ue8m0" says.
 TEST(DeepseekV3Maker, FlavoursCarryTheirTokenizerTemplateAndScaleFormat) {
-  const std::vector<std::pair<DeepseekV3Flavor, DeepSeekV3Flavor>> expected = {
-      {DeepseekV3Flavor::DeepseekV3, DeepSeekV3Flavor::DeepSeekV3},
-      {DeepseekV3Flavor::DeepseekR1, DeepSeekV3Flavor::DeepSeekR1},
-      {DeepseekV3Flavor::DeepseekV31, DeepSeekV3Flavor::DeepSeekV31},
-      {DeepseekV3Flavor::DeepseekV3QProj, DeepSeekV3Flavor::DeepSeekV3},
-      {DeepseekV3Flavor::KimiK2, DeepSeekV3Flavor::KimiK2},
-      {DeepseekV3Flavor::KimiK2Thinking, DeepSeekV3Flavor::KimiK2}};
+  const std::vector<std::pair<DeepseekV3Flavor, DsChatFlavor>> expected = {
+      {DeepseekV3Flavor::DeepseekV3, DsChatFlavor::DeepSeekV3},
+      {DeepseekV3Flavor::DeepseekR1, DsChatFlavor::DeepSeekR1},
+      {DeepseekV3Flavor::DeepseekV31, DsChatFlavor::DeepSeekV31},
+      {DeepseekV3Flavor::DeepseekV3QProj, DsChatFlavor::DeepSeekV3},
+      {DeepseekV3Flavor::KimiK2, DsChatFlavor::KimiK2},
+      {DeepseekV3Flavor::KimiK2Thinking, DsChatFlavor::KimiK2}};
   for (const auto& [make, chat] : expected) {
     const std::string& dir = tiny_checkpoint(make);
     EXPECT_EQ(detect_deepseek_v3_flavor(dir).flavor, chat) << deepseek_v3_flavor_name(make);

@@ -180,7 +180,7 @@ struct DeepSeekIds {
   std::optional<uint32_t> think, end_think;
 };
 
-std::optional<DeepSeekIds> deepseek_ids(const HfTokenizer& t, DeepSeekV3Flavor flavor, std::string* missing) {
+std::optional<DeepSeekIds> deepseek_ids(const HfTokenizer& t, DsChatFlavor flavor, std::string* missing) {
   DeepSeekIds ids;
   struct Want {
     const char* spelling;
@@ -203,8 +203,8 @@ std::optional<DeepSeekIds> deepseek_ids(const HfTokenizer& t, DeepSeekV3Flavor f
   }
   ids.think = t.token_id("<think>");
   ids.end_think = t.token_id("</think>");
-  if (flavor != DeepSeekV3Flavor::DeepSeekV3 && (!ids.think || !ids.end_think)) {
-    *missing = cat("has no <think> / </think> tokens, which ", deepseek_v3_flavor_name(flavor), "'s template writes");
+  if (flavor != DsChatFlavor::DeepSeekV3 && (!ids.think || !ids.end_think)) {
+    *missing = cat("has no <think> / </think> tokens, which ", ds_chat_flavor_name(flavor), "'s template writes");
     return std::nullopt;
   }
   return ids;
@@ -231,21 +231,21 @@ std::string after_think(const std::string& content, bool last) {
 
 class DeepSeekChatFormat final : public ChatFormat {
 public:
-  DeepSeekChatFormat(DeepSeekV3Flavor flavor, const TokenText& text, DeepSeekIds ids)
+  DeepSeekChatFormat(DsChatFlavor flavor, const TokenText& text, DeepSeekIds ids)
       : flavor_(flavor), text_(text), ids_(ids) {}
 
   RenderedChat render(const Json& messages, const ChatTurnOptions& options) const override {
     if (!messages.is_array() || messages.empty()) fail("messages: expected a non-empty array");
     for (size_t i = 0; i < messages.size(); ++i) role_of(messages[i], i);
-    const bool v31 = flavor_ == DeepSeekV3Flavor::DeepSeekV31;
-    const bool declare = check_options(options, deepseek_v3_flavor_name(flavor_), v31);
+    const bool v31 = flavor_ == DsChatFlavor::DeepSeekV31;
+    const bool declare = check_options(options, ds_chat_flavor_name(flavor_), v31);
     Pieces p(text_);
     p.id(ids_.bos);
     p.text(system_prompt(messages));
     if (declare) tool_description(p, options.tools);
     switch (flavor_) {
-      case DeepSeekV3Flavor::DeepSeekV3: return {render_v3(p, messages), false};
-      case DeepSeekV3Flavor::DeepSeekR1: return render_r1(p, messages);
+      case DsChatFlavor::DeepSeekV3: return {render_v3(p, messages), false};
+      case DsChatFlavor::DeepSeekR1: return render_r1(p, messages);
       default: return render_v31(p, messages, options.thinking);
     }
   }
@@ -457,7 +457,7 @@ private:
            "- For multiple tool calls, chain them directly without separators or spaces\n");
   }
 
-  DeepSeekV3Flavor flavor_;
+  DsChatFlavor flavor_;
   const TokenText& text_;
   DeepSeekIds ids_;
 };
@@ -638,7 +638,7 @@ private:
 std::unique_ptr<ChatOutput> DeepSeekChatFormat::output(bool thinking) const {
   OutputIds o{ids_.think, ids_.end_think, ids_.calls_begin, ids_.calls_end, ids_.call_begin, ids_.call_end, ids_.sep};
   return std::make_unique<FamilyChatOutput>(
-      text_, o, flavor_ == DeepSeekV3Flavor::DeepSeekV31 ? CallForm::Plain : CallForm::Fenced, thinking);
+      text_, o, flavor_ == DsChatFlavor::DeepSeekV31 ? CallForm::Plain : CallForm::Fenced, thinking);
 }
 
 // ---------------------------------------------------------------------------
@@ -788,30 +788,30 @@ bool config_says_kimi_k2(const std::string& dir) {
 
 }  // namespace
 
-DeepSeekV3Flavor deepseek_flavor_of_template(const std::string& t) {
-  if (t.find("'<｜Assistant｜></think>'") != std::string::npos) return DeepSeekV3Flavor::DeepSeekV31;
-  if (t.find("'<｜Assistant｜><think>") != std::string::npos) return DeepSeekV3Flavor::DeepSeekR1;
-  return DeepSeekV3Flavor::DeepSeekV3;
+DsChatFlavor deepseek_flavor_of_template(const std::string& t) {
+  if (t.find("'<｜Assistant｜></think>'") != std::string::npos) return DsChatFlavor::DeepSeekV31;
+  if (t.find("'<｜Assistant｜><think>") != std::string::npos) return DsChatFlavor::DeepSeekR1;
+  return DsChatFlavor::DeepSeekV3;
 }
 
 DeepSeekV3Detected detect_deepseek_v3_flavor(const std::string& dir) {
   DeepSeekV3Detected d;
   d.chat_template = read_chat_template(dir, &d.no_template);
   if (file_exists((fs::path(dir) / "tiktoken.model").string()) || config_says_kimi_k2(dir))
-    d.flavor = DeepSeekV3Flavor::KimiK2;
+    d.flavor = DsChatFlavor::KimiK2;
   else if (d.chat_template)
     d.flavor = deepseek_flavor_of_template(*d.chat_template);
   return d;
 }
 
-std::unique_ptr<ChatFormat> make_deepseek_v3_chat_format(DeepSeekV3Flavor flavor, const HfTokenizer& tokenizer,
+std::unique_ptr<ChatFormat> make_deepseek_v3_chat_format(DsChatFlavor flavor, const HfTokenizer& tokenizer,
                                                          const TokenText& text, const std::string& source,
                                                          std::string* why) {
-  if (flavor == DeepSeekV3Flavor::KimiK2) fail("make_deepseek_v3_chat_format: Kimi K2 has a tiktoken tokenizer");
+  if (flavor == DsChatFlavor::KimiK2) fail("make_deepseek_v3_chat_format: Kimi K2 has a tiktoken tokenizer");
   std::string missing;
   if (std::optional<DeepSeekIds> ids = deepseek_ids(tokenizer, flavor, &missing))
     return std::make_unique<DeepSeekChatFormat>(flavor, text, *ids);
-  *why = cat(source, " ", missing, ", so it cannot render a ", deepseek_v3_flavor_name(flavor), " chat");
+  *why = cat(source, " ", missing, ", so it cannot render a ", ds_chat_flavor_name(flavor), " chat");
   return nullptr;
 }
 
@@ -853,7 +853,7 @@ std::unique_ptr<DeepSeekV3Tokenizer> load_deepseek_v3_tokenizer(const std::strin
   auto t = std::make_unique<DeepSeekV3Tokenizer>();
   const DeepSeekV3Detected d = detect_deepseek_v3_flavor(dir);
   t->flavor = d.flavor;
-  if (d.flavor == DeepSeekV3Flavor::KimiK2) {
+  if (d.flavor == DsChatFlavor::KimiK2) {
     t->tiktoken = std::make_unique<Tokenizer>(load_kimi_k2_tokenizer(dir));
     t->text = token_text(*t->tiktoken);
   } else {

@@ -94,17 +94,17 @@ namespace deltafin {
 // tokenizer_config.json (or chat_template.jinja): a generation prompt
 // '<｜Assistant｜></think>' -> V3.1, '<｜Assistant｜><think>' -> R1, else V3.
 struct DeepSeekV3Detected {
-  DeepSeekV3Flavor flavor = DeepSeekV3Flavor::DeepSeekV3;
+  DsChatFlavor flavor = DsChatFlavor::DeepSeekV3;
   std::optional<std::string> chat_template;
   std::string no_template;  // why chat_template is missing
 };
 DeepSeekV3Detected detect_deepseek_v3_flavor(const std::string& dir);
 // The flavour a chat template's text implies (the DeepSeek rules above).
-DeepSeekV3Flavor deepseek_flavor_of_template(const std::string& chat_template);
+DsChatFlavor deepseek_flavor_of_template(const std::string& chat_template);
 
 // The chat format over a DeepSeek tokenizer.json (`source` names it in
 // messages), or nullptr with `why` naming the file and the missing token.
-std::unique_ptr<ChatFormat> make_deepseek_v3_chat_format(DeepSeekV3Flavor flavor, const HfTokenizer& tokenizer,
+std::unique_ptr<ChatFormat> make_deepseek_v3_chat_format(DsChatFlavor flavor, const HfTokenizer& tokenizer,
                                                          const TokenText& text, const std::string& source,
                                                          std::string* why);
 // The same over Kimi K2's tiktoken tokenizer.
@@ -118,7 +118,7 @@ Tokenizer load_kimi_k2_tokenizer(const std::string& dir);
 // Everything a family loader needs of the tokenizer (the loader keeps it
 // whole: the chat format refers into it).
 struct DeepSeekV3Tokenizer {
-  DeepSeekV3Flavor flavor = DeepSeekV3Flavor::DeepSeekV3;
+  DsChatFlavor flavor = DsChatFlavor::DeepSeekV3;
   std::string tokenizer_json;           // DeepSeek flavours: the file read (for hf_tokenizer_file())
   std::unique_ptr<HfTokenizer> hf;      // DeepSeek flavours
   std::unique_ptr<Tokenizer> tiktoken;  // Kimi K2

@@ -551,13 +551,13 @@ std::vector<std::vector<GenTensor>> plan_shards(const std::vector<GenTensor>& te
 // The flavour's tokenizer files and chat template (tokenizer_files.h).
 // The other kind's file is removed: a stale tiktoken.model beside
 // tokenizer.json would be read first.
-DeepSeekV3Flavor tokenizer_flavor(DeepseekV3Flavor f) {
+DsChatFlavor tokenizer_flavor(DeepseekV3Flavor f) {
   switch (f) {
-    case DeepseekV3Flavor::DeepseekR1: return DeepSeekV3Flavor::DeepSeekR1;
-    case DeepseekV3Flavor::DeepseekV31: return DeepSeekV3Flavor::DeepSeekV31;
+    case DeepseekV3Flavor::DeepseekR1: return DsChatFlavor::DeepSeekR1;
+    case DeepseekV3Flavor::DeepseekV31: return DsChatFlavor::DeepSeekV31;
     case DeepseekV3Flavor::KimiK2:
-    case DeepseekV3Flavor::KimiK2Thinking: return DeepSeekV3Flavor::KimiK2;
-    default: return DeepSeekV3Flavor::DeepSeekV3;
+    case DeepseekV3Flavor::KimiK2Thinking: return DsChatFlavor::KimiK2;
+    default: return DsChatFlavor::DeepSeekV3;
   }
 }
 

@@ -207,7 +207,7 @@ Json split_json(const char* regex) {
 }
 
 // `tokens`: 256 bytes + merges (ids 3..), as train_bpe_pieces returns them.
-Json deepseek_tokenizer_json(const std::vector<std::string>& tokens, DeepSeekV3Flavor flavor) {
+Json deepseek_tokenizer_json(const std::vector<std::string>& tokens, DsChatFlavor flavor) {
   const uint32_t model_vocab = static_cast<uint32_t>(tokens.size()) + 3;
   Json vocab = Json::object();
   vocab[kBos] = 0;
@@ -253,7 +253,7 @@ Json added_token_field(const char* content) {
               {"normalized", true},     {"rstrip", false},    {"single_word", false}};
 }
 
-Json deepseek_tokenizer_config_json(DeepSeekV3Flavor flavor) {
+Json deepseek_tokenizer_config_json(DsChatFlavor flavor) {
   return Json{{"add_bos_token", true},
               {"add_eos_token", false},
               {"bos_token", added_token_field(kBos)},
@@ -268,7 +268,7 @@ Json deepseek_tokenizer_config_json(DeepSeekV3Flavor flavor) {
               {"chat_template", deepseek_v3_chat_template(flavor)}};
 }
 
-void write_deepseek_files(const std::string& dir, DeepSeekV3Flavor flavor, int64_t vocab_size) {
+void write_deepseek_files(const std::string& dir, DsChatFlavor flavor, int64_t vocab_size) {
   namespace fs = std::filesystem;
   const int64_t added = static_cast<int64_t>(deepseek_v3_added_tokens(flavor).size());
   const int64_t n_merges = vocab_size - 3 - 256 - added;
@@ -302,7 +302,7 @@ void write_k2_files(const std::string& dir, int64_t vocab_size) {
                                                       "<|start_header_id|>", "<|end_header_id|>", "[EOT]",
                                                       "<|im_system|>", "<|im_middle|>"})},
            {"bos_token", "[BOS]"},
-           {"chat_template", deepseek_v3_chat_template(DeepSeekV3Flavor::KimiK2)},
+           {"chat_template", deepseek_v3_chat_template(DsChatFlavor::KimiK2)},
            {"clean_up_tokenization_spaces", false},
            {"eos_token", "[EOS]"},
            {"extra_special_tokens", Json::object()},
@@ -342,40 +342,40 @@ std::vector<std::string> deepseek_v3_pretokenize(std::string_view text) {
   return std::vector<std::string>(pieces.begin(), pieces.end());
 }
 
-const char* deepseek_v3_flavor_name(DeepSeekV3Flavor flavor) {
+const char* ds_chat_flavor_name(DsChatFlavor flavor) {
   switch (flavor) {
-    case DeepSeekV3Flavor::DeepSeekV3: return "deepseek_v3";
-    case DeepSeekV3Flavor::DeepSeekR1: return "deepseek_r1";
-    case DeepSeekV3Flavor::DeepSeekV31: return "deepseek_v31";
-    case DeepSeekV3Flavor::KimiK2: return "kimi_k2";
+    case DsChatFlavor::DeepSeekV3: return "deepseek_v3";
+    case DsChatFlavor::DeepSeekR1: return "deepseek_r1";
+    case DsChatFlavor::DeepSeekV31: return "deepseek_v31";
+    case DsChatFlavor::KimiK2: return "kimi_k2";
   }
   fail("unknown DeepSeek-V3 flavour");
 }
 
-DeepSeekV3Flavor parse_deepseek_v3_flavor(const std::string& name) {
-  for (DeepSeekV3Flavor f : {DeepSeekV3Flavor::DeepSeekV3, DeepSeekV3Flavor::DeepSeekR1, DeepSeekV3Flavor::DeepSeekV31,
-                             DeepSeekV3Flavor::KimiK2})
-    if (name == deepseek_v3_flavor_name(f)) return f;
+DsChatFlavor parse_ds_chat_flavor(const std::string& name) {
+  for (DsChatFlavor f : {DsChatFlavor::DeepSeekV3, DsChatFlavor::DeepSeekR1, DsChatFlavor::DeepSeekV31,
+                             DsChatFlavor::KimiK2})
+    if (name == ds_chat_flavor_name(f)) return f;
   fail("\"", name, "\" is not a DeepSeek-V3 family flavour (deepseek_v3, deepseek_r1, deepseek_v31, kimi_k2)");
 }
 
-const std::string& deepseek_v3_chat_template(DeepSeekV3Flavor flavor) {
+const std::string& deepseek_v3_chat_template(DsChatFlavor flavor) {
   static const std::string v3 = kV3Template, r1 = kR1Template, v31 = kV31Template, k2 = kK2Template;
   switch (flavor) {
-    case DeepSeekV3Flavor::DeepSeekV3: return v3;
-    case DeepSeekV3Flavor::DeepSeekR1: return r1;
-    case DeepSeekV3Flavor::DeepSeekV31: return v31;
-    case DeepSeekV3Flavor::KimiK2: return k2;
+    case DsChatFlavor::DeepSeekV3: return v3;
+    case DsChatFlavor::DeepSeekR1: return r1;
+    case DsChatFlavor::DeepSeekV31: return v31;
+    case DsChatFlavor::KimiK2: return k2;
   }
   fail("unknown DeepSeek-V3 flavour");
 }
 
-std::vector<DeepSeekAddedToken> deepseek_v3_added_tokens(DeepSeekV3Flavor flavor) {
-  if (flavor == DeepSeekV3Flavor::KimiK2) return {};
+std::vector<DeepSeekAddedToken> deepseek_v3_added_tokens(DsChatFlavor flavor) {
+  if (flavor == DsChatFlavor::KimiK2) return {};
   std::vector<DeepSeekAddedToken> out;
   // R1 and V3.1 put <think> and </think> at 128798 and 128799, the last two
   // place holders before <｜fim▁hole｜> (not special: decode keeps them).
-  if (flavor != DeepSeekV3Flavor::DeepSeekV3) out.insert(out.end(), {{"<think>", false}, {"</think>", false}});
+  if (flavor != DsChatFlavor::DeepSeekV3) out.insert(out.end(), {{"<think>", false}, {"</think>", false}});
   out.insert(out.end(), {{"<｜fim▁hole｜>", false},
                          {"<｜fim▁begin｜>", false},
                          {"<｜fim▁end｜>", false},
@@ -419,8 +419,8 @@ const std::vector<RequiredSpecial>& kimi_k2_required_specials() {
   return table;
 }
 
-void write_deepseek_v3_tokenizer_files(const std::string& dir, DeepSeekV3Flavor flavor, int64_t vocab_size) {
-  if (flavor == DeepSeekV3Flavor::KimiK2)
+void write_deepseek_v3_tokenizer_files(const std::string& dir, DsChatFlavor flavor, int64_t vocab_size) {
+  if (flavor == DsChatFlavor::KimiK2)
     write_k2_files(dir, vocab_size);
   else
     write_deepseek_files(dir, flavor, vocab_size);

@@ -25,12 +25,12 @@
 namespace deltafin {
 
 // Which release's tokenizer and chat template a checkpoint carries.
-enum class DeepSeekV3Flavor { DeepSeekV3, DeepSeekR1, DeepSeekV31, KimiK2 };
+enum class DsChatFlavor { DeepSeekV3, DeepSeekR1, DeepSeekV31, KimiK2 };
 
 // "deepseek_v3", "deepseek_r1", "deepseek_v31", "kimi_k2".
-const char* deepseek_v3_flavor_name(DeepSeekV3Flavor flavor);
+const char* ds_chat_flavor_name(DsChatFlavor flavor);
 // The flavour of a name above; an error listing the names otherwise.
-DeepSeekV3Flavor parse_deepseek_v3_flavor(const std::string& name);
+DsChatFlavor parse_ds_chat_flavor(const std::string& name);
 
 // DeepSeek V3's pre-tokenizer: three Split (Isolated) regexes applied in
 // turn, each refining the pieces of the one before: runs of 1-3 digits, runs
@@ -44,7 +44,7 @@ std::vector<std::string> deepseek_v3_pretokenize(std::string_view text);
 
 // The chat template the flavour's tokenizer_config.json carries, as released
 // (the sources each was transcribed from are in the .cpp).
-const std::string& deepseek_v3_chat_template(DeepSeekV3Flavor flavor);
+const std::string& deepseek_v3_chat_template(DsChatFlavor flavor);
 
 // The added tokens after the BPE vocabulary, in order, for a DeepSeek flavour
 // (ids 0..2 come first and are not listed). Empty for Kimi K2.
@@ -52,7 +52,7 @@ struct DeepSeekAddedToken {
   const char* content;
   bool special;
 };
-std::vector<DeepSeekAddedToken> deepseek_v3_added_tokens(DeepSeekV3Flavor flavor);
+std::vector<DeepSeekAddedToken> deepseek_v3_added_tokens(DsChatFlavor flavor);
 
 // Kimi K2's named reserved tokens (offsets from the first reserved id).
 const std::vector<RequiredSpecial>& kimi_k2_required_specials();
@@ -63,6 +63,6 @@ const std::vector<RequiredSpecial>& kimi_k2_required_specials();
 // 256 ranks, then K2's 256 reserved ids. The BPE vocabulary is trained on the
 // built-in text with the flavour's own pre-tokenizer. Throws naming the
 // problem when vocab_size leaves no room for a merge.
-void write_deepseek_v3_tokenizer_files(const std::string& dir, DeepSeekV3Flavor flavor, int64_t vocab_size);
+void write_deepseek_v3_tokenizer_files(const std::string& dir, DsChatFlavor flavor, int64_t vocab_size);
 
 }  // namespace deltafin

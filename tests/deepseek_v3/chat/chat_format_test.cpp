@@ -20,10 +20,11 @@
 #include "util/file.h"
 
 namespace deltafin {
+namespace deepseek_v3_chat_test {
 namespace {
 
 using Json = nlohmann::ordered_json;
-using F = DeepSeekV3Flavor;
+using F = DsChatFlavor;
 
 constexpr int64_t kVocab = 700;
 
@@ -105,7 +106,7 @@ const std::string CSB = "<｜tool▁calls▁begin｜>", CSE = "<｜tool▁calls�
 TEST(DeepSeekV3TokenizerFiles, SpecialsAtTheReleasePositions) {
   for (F f : {F::DeepSeekV3, F::DeepSeekR1, F::DeepSeekV31}) {
     const HfTokenizer& t = *flavour(f).tok->hf;
-    SCOPED_TRACE(deepseek_v3_flavor_name(f));
+    SCOPED_TRACE(ds_chat_flavor_name(f));
     EXPECT_EQ(t.vocab_size(), static_cast<size_t>(kVocab));
     EXPECT_EQ(t.token_id("<｜begin▁of▁sentence｜>"), 0u);
     EXPECT_EQ(t.token_id("<｜end▁of▁sentence｜>"), 1u);
@@ -148,7 +149,7 @@ TEST(DeepSeekV3TokenizerFiles, TooSmallAVocabularyIsRefused) {
 
 TEST(DeepSeekV3TokenizerFiles, FlavourDetectedFromTheFiles) {
   for (F f : {F::DeepSeekV3, F::DeepSeekR1, F::DeepSeekV31, F::KimiK2}) {
-    EXPECT_EQ(flavour(f).tok->flavor, f) << deepseek_v3_flavor_name(f);
+    EXPECT_EQ(flavour(f).tok->flavor, f) << ds_chat_flavor_name(f);
     EXPECT_EQ(detect_deepseek_v3_flavor(flavour(f).dir.path()).flavor, f);
   }
   // A DeepSeek tokenizer without a chat template (a base model) has no chat.
@@ -465,4 +466,5 @@ TEST(KimiK2Answer, Calls) {
 }
 
 }  // namespace
+}  // namespace deepseek_v3_chat_test
 }  // namespace deltafin

