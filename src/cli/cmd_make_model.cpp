@@ -47,11 +47,12 @@ experts, set by --layers and --experts), k3 (K3's full dimensions: terabytes).
 k3_dspark --target K3_DIR: a DSpark drafter for that checkpoint (config.json with every field of the
 released one, scaled; model.safetensors; the target's embedding copied).
 deepseek_v3 [--flavor F]: the DeepSeek-V3 family as released (DeepseekV3ForCausalLM: config.json with every
-released field and quantization_config, sharded safetensors with the index, tokenizer files). Flavors:
-deepseek_v3 (DeepSeek V3/R1: FP8 e4m3 Linears with F32 128x128 block scales, grouped routing, YaRN beta 32/1,
-the MTP layer), deepseek_v3_q_proj (the same with q_lora_rank null), kimi_k2 (Kimi K2-Instruct: FP8, n_group 1,
-YaRN beta 1/1, no MTP), kimi_k2_thinking (INT4 routed experts, compressed-tensors pack-quantized group 32, the
-rest BF16). --preset bench has DeepSeek V3's real expert (44,050,944 bytes FP8 with scales; K2-Thinking's INT4
+released field and quantization_config, sharded safetensors with the index, the release's tokenizer files and
+chat template). Flavors: deepseek_v3 (DeepSeek V3: FP8 e4m3 Linears with F32 128x128 block scales, grouped
+routing, YaRN beta 32/1, the MTP layer), deepseek_r1 (the same with R1's template), deepseek_v31 (V3.1's
+template, scale_fmt ue8m0: power-of-two scales), deepseek_v3_q_proj (V3 with q_lora_rank null), kimi_k2 (Kimi
+K2-Instruct: FP8, n_group 1, YaRN beta 1/1, no MTP), kimi_k2_thinking (INT4 routed experts, compressed-tensors
+pack-quantized group 32, the rest BF16). --preset bench has DeepSeek V3's real expert (44,050,944 bytes FP8 with scales; K2-Thinking's INT4
 expert 24,772,656 bytes) with 4 layers of 16 experts; the dimension options apply.
 qwen3: a small Qwen3 dense draft model with tokenizer.json (--hidden, --layers, --vocab, --intermediate).
 qwen3_moe: a Qwen3-MoE checkpoint (Qwen3MoeForCausalLM: config.json with every released field, sharded
@@ -70,11 +71,11 @@ token; each token may appear once), for testing a client or agent against known 
                   "checkpoint it drafts for")
       ->capture_default_str();
   sub->add_option("--flavor", a->request.flavor,
-                  "deepseek_v3: the release whose layout is written (deepseek_v3, deepseek_v3_q_proj, kimi_k2, "
-                  "kimi_k2_thinking; default deepseek_v3)")
-      ->check(one_of({"deepseek_v3", "deepseek_v3_q_proj", "kimi_k2", "kimi_k2_thinking"}));
+                  "deepseek_v3: the release whose layout, tokenizer and template are written (deepseek_v3, "
+                  "deepseek_r1, deepseek_v31, deepseek_v3_q_proj, kimi_k2, kimi_k2_thinking; default deepseek_v3)")
+      ->check(one_of({"deepseek_v3", "deepseek_r1", "deepseek_v31", "deepseek_v3_q_proj", "kimi_k2", "kimi_k2_thinking"}));
   sub->add_option("--target", a->request.target, "k3_dspark: the K3 checkpoint directory the drafter is made for");
-  sub->add_option("--preset", a->request.preset, "tiny for tests, small (tens of MB), bench (K3's real expert size; qwen3_moe: Qwen3-235B-A22B's), or k3, K3's full dimensions")
+  sub->add_option("--preset", a->request.preset, "tiny for tests, small (tens of MB), bench (K3's real expert size; qwen3_moe: Qwen3-235B-A22B's; deepseek_v3: DeepSeek V3's and K2-Thinking's), or k3, K3's full dimensions")
       ->check(one_of({"tiny", "small", "bench", "k3"}))
       ->capture_default_str();
   dimension(sub, "--hidden", a->request.dims.hidden, "hidden_size");

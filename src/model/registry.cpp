@@ -3,7 +3,6 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "model/deepseek_v3/make_checkpoint.h"
 #include "model/k3_dspark/generator.h"
 #include "model/kimi_k3/describe.h"
 #include "model/kimi_k3/generator.h"
@@ -54,11 +53,6 @@ const std::vector<FamilyInfo>& model_families() {
        make_qwen3_checkpoint, nullptr, nullptr, nullptr},
       {Family::K3DSpark, "k3_dspark", "k3_dspark", "K3DSparkModel", "K3's DSpark drafter", false,
        make_dspark_checkpoint, nullptr, nullptr, nullptr},
-      // make-model only so far: the loader, setup and inspect come with the
-      // family's forward pass (issue 34); Kimi K2's model_type kimi_k2 too.
-      {Family::DeepseekV3, "deepseek_v3", "deepseek_v3", "DeepseekV3ForCausalLM",
-       "DeepSeek-V3 family (DeepSeek V3/R1/V3.1, Kimi K2; MLA, FP8 or INT4 experts)", false,
-       make_deepseek_v3_checkpoint, nullptr, nullptr, nullptr},
   };
   return families;
 }

@@ -155,5 +155,5 @@ TEST(Qwen3MoeCli, ADenseQwen3CheckpointIsADraftModelNotATarget) {
   // --arch takes the registry's family names (and k3 for kimi_k3).
   ASSERT_EQ(test::run_command(df("make-model --arch kimi_k3 --preset tiny --quiet --out " + tmp.file("k")), &out), 0) << out;
   EXPECT_EQ(test::run_command(df("make-model --arch gpt_oss --out " + tmp.file("g")), &out), 1);
-  EXPECT_NE(out.find("not a model family (kimi_k3, qwen3_moe, qwen3, k3_dspark"), std::string::npos) << out;
+  EXPECT_NE(out.find("not a model family (kimi_k3, qwen3_moe, deepseek_v3, qwen3, k3_dspark"), std::string::npos) << out;
 }

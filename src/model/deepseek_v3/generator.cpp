@@ -7,6 +7,7 @@
 
 #include "format/checkpoint.h"
 #include "format/checkpoint_dir.h"
+#include "model/deepseek_v3/config.h"
 #include "model/deepseek_v3/tokenizer_files.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -33,18 +34,27 @@ uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
 
 // ---- flavours, presets, releases ------------------------------------------
 
+namespace {
+constexpr DeepseekV3Flavor kFlavors[] = {DeepseekV3Flavor::DeepseekV3,     DeepseekV3Flavor::DeepseekR1,
+                                             DeepseekV3Flavor::DeepseekV31,    DeepseekV3Flavor::DeepseekV3QProj,
+                                             DeepseekV3Flavor::KimiK2,         DeepseekV3Flavor::KimiK2Thinking};
+}  // namespace
+
 DeepseekV3Flavor parse_deepseek_v3_flavor(const std::string& name) {
-  if (name.empty() || name == "deepseek_v3") return DeepseekV3Flavor::DeepseekV3;
-  if (name == "deepseek_v3_q_proj") return DeepseekV3Flavor::DeepseekV3QProj;
-  if (name == "kimi_k2") return DeepseekV3Flavor::KimiK2;
-  if (name == "kimi_k2_thinking") return DeepseekV3Flavor::KimiK2Thinking;
-  fail("make-model --arch deepseek_v3: unknown --flavor \"", name,
-       "\" (deepseek_v3, deepseek_v3_q_proj, kimi_k2 or kimi_k2_thinking)");
+  if (name.empty()) return DeepseekV3Flavor::DeepseekV3;
+  std::string names;
+  for (DeepseekV3Flavor f : kFlavors) {
+    if (name == deepseek_v3_flavor_name(f)) return f;
+    names += cat(names.empty() ? "" : ", ", deepseek_v3_flavor_name(f));
+  }
+  fail("make-model --arch deepseek_v3: unknown --flavor \"", name, "\" (", names, ")");
 }
 
 const char* deepseek_v3_flavor_name(DeepseekV3Flavor f) {
   switch (f) {
     case DeepseekV3Flavor::DeepseekV3: return "deepseek_v3";
+    case DeepseekV3Flavor::DeepseekR1: return "deepseek_r1";
+    case DeepseekV3Flavor::DeepseekV31: return "deepseek_v31";
     case DeepseekV3Flavor::DeepseekV3QProj: return "deepseek_v3_q_proj";
     case DeepseekV3Flavor::KimiK2: return "kimi_k2";
     case DeepseekV3Flavor::KimiK2Thinking: return "kimi_k2_thinking";
@@ -70,7 +80,7 @@ DeepseekV3Dims deepseek_v3_preset(const std::string& preset, DeepseekV3Flavor fl
   } else if (preset == "small") {
     d.hidden = 576, d.layers = 6, d.dense_layers = kimi ? 1 : 2;
     d.heads = 8, d.q_lora = 192, d.kv_lora = 128, d.nope = 32, d.rope = 16, d.v_dim = 32;
-    d.intermediate = 1536, d.moe_intermediate = 256, d.experts = 64, d.top_k = 8;
+    d.intermediate = 1536, d.moe_intermediate = 256, d.experts = 32, d.top_k = 8;
     d.n_group = kimi ? 1 : 8, d.topk_group = kimi ? 1 : 4;
     d.vocab = kimi ? 1024 : 800;
   } else if (preset == "bench") {
@@ -85,7 +95,7 @@ DeepseekV3Dims deepseek_v3_preset(const std::string& preset, DeepseekV3Flavor fl
     fail("make-model --arch deepseek_v3: --preset is tiny, small or bench, not \"", preset, "\"");
   }
   if (flavor == DeepseekV3Flavor::DeepseekV3QProj) d.q_lora = 0;
-  d.mtp = (flavor == DeepseekV3Flavor::DeepseekV3 || flavor == DeepseekV3Flavor::DeepseekV3QProj) ? 1 : 0;
+  d.mtp = kimi ? 0 : 1;  // the DeepSeek releases carry one MTP layer, Kimi's none
   return d;
 }
 
@@ -103,14 +113,19 @@ DeepseekV3Release deepseek_v3_release(DeepseekV3Flavor flavor) {
     }
   } else {
     r.model_type = "deepseek_v3";
+    r.ue8m0_scales = flavor == DeepseekV3Flavor::DeepseekV31;
   }
   return r;
 }
 
 json deepseek_v3_quantization_config(DeepseekV3Flavor flavor) {
-  if (!deepseek_v3_release(flavor).int4_experts)
-    return json{{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
-                {"weight_block_size", {kFp8Block, kFp8Block}}};
+  const DeepseekV3Release r = deepseek_v3_release(flavor);
+  if (!r.int4_experts) {
+    json q = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
+              {"weight_block_size", {kFp8Block, kFp8Block}}};
+    if (r.ue8m0_scales) q["scale_fmt"] = "ue8m0";  // DeepSeek V3.1 and later
+    return q;
+  }
   const json weights = {{"actorder", nullptr},    {"block_structure", nullptr}, {"dynamic", false},
                         {"group_size", kInt4Group}, {"num_bits", 4},          {"observer", "minmax"},
                         {"observer_kwargs", json::object()}, {"strategy", "group"}, {"symmetric", true},
@@ -126,9 +141,13 @@ json deepseek_v3_quantization_config(DeepseekV3Flavor flavor) {
               {"quantization_status", "compressed"}};
 }
 
-json deepseek_v3_config_json(DeepseekV3Flavor flavor, const DeepseekV3Dims& d, const DeepseekV3TokenIds& ids) {
+json deepseek_v3_config_json(DeepseekV3Flavor flavor, const DeepseekV3Dims& d) {
   const DeepseekV3Release r = deepseek_v3_release(flavor);
   const bool kimi = is_kimi_flavor(flavor);
+  // Where the tokenizer files put them: DeepSeek's <｜begin▁of▁sentence｜> and
+  // <｜end▁of▁sentence｜> are ids 0 and 1; Kimi's [BOS] and [EOS] open the
+  // reserved ids after the ranks (K2's config: 163584, 163585).
+  const int64_t bos = kimi ? d.vocab - 256 : 0, eos = kimi ? d.vocab - 255 : 1;
   // DeepSeek's config writes the YaRN numbers as integers, Kimi's as floats.
   const json rope_scaling =
       kimi ? json{{"beta_fast", r.beta_fast}, {"beta_slow", r.beta_slow}, {"factor", r.yarn_factor},
@@ -146,8 +165,8 @@ json deepseek_v3_config_json(DeepseekV3Flavor flavor, const DeepseekV3Dims& d, c
         {"AutoModel", "modeling_deepseek.DeepseekV3Model"},
         {"AutoModelForCausalLM", "modeling_deepseek.DeepseekV3ForCausalLM"}}},
       {"aux_loss_alpha", 0.001},
-      {"bos_token_id", ids.bos},
-      {"eos_token_id", ids.eos},
+      {"bos_token_id", bos},
+      {"eos_token_id", eos},
       {"first_k_dense_replace", d.dense_layers},
       {"hidden_act", "silu"},
       {"hidden_size", d.hidden},
@@ -206,6 +225,7 @@ enum class Init {
   Uniform,     // scale * U(-1, 1) (the router's correction bias)
   Fp8Codes,    // e4m3 codes of N(0, kFp8CodeStd)
   Fp8Scales,   // F32 block scales: scale / kFp8CodeStd * 2^U(-1/2, 1/2)
+  Fp8ScalesUe8m0,  // the same rounded to a power of two (scale_fmt "ue8m0")
   Int4Packed,  // I32 words of clamp(round(N(0, kInt4CodeStd)), -8, 7) codes, `cols` columns per row
   Int4Scales,  // BF16 group scales: scale / kInt4CodeStd * 2^U(-1/2, 1/2)
   Int4Shape,   // I64 {out, in}
@@ -223,7 +243,7 @@ enum class Store { Bf16, Fp8, Int4 };
 
 class TensorList {
 public:
-  explicit TensorList(std::vector<GenTensor>& out) : out_(out) {}
+  TensorList(std::vector<GenTensor>& out, bool ue8m0_scales) : out_(out), ue8m0_(ue8m0_scales) {}
 
   void bf16(const std::string& name, std::vector<uint64_t> shape, Init init, double scale) {
     out_.push_back({{name, DType::BF16, std::move(shape)}, init, scale});
@@ -242,7 +262,7 @@ public:
         out_.push_back({{prefix + ".weight", DType::F8_E4M3, {u(out), u(in)}}, Init::Fp8Codes, 0, out, in});
         out_.push_back({{prefix + ".weight_scale_inv", DType::F32,
                          {u(ceil_div(out, kFp8Block)), u(ceil_div(in, kFp8Block))}},
-                        Init::Fp8Scales, std, out, in});
+                        ue8m0_ ? Init::Fp8ScalesUe8m0 : Init::Fp8Scales, std, out, in});
         break;
       case Store::Int4:
         out_.push_back({{prefix + ".weight_packed", DType::I32, {u(out), u(ceil_div(in, 8))}}, Init::Int4Packed, 0, out, in});
@@ -261,6 +281,7 @@ public:
 
 private:
   std::vector<GenTensor>& out_;
+  bool ue8m0_;
 };
 
 // One decoder layer (i may be the MTP layer's index, num_hidden_layers).
@@ -295,9 +316,10 @@ void decoder_layer(TensorList& t, const DeepseekV3Dims& d, int64_t i, bool int4_
 }
 
 std::vector<GenTensor> gen_tensors(DeepseekV3Flavor flavor, const DeepseekV3Dims& d) {
-  const bool int4 = deepseek_v3_release(flavor).int4_experts;
+  const DeepseekV3Release r = deepseek_v3_release(flavor);
+  const bool int4 = r.int4_experts;
   std::vector<GenTensor> out;
-  TensorList t(out);
+  TensorList t(out, r.ue8m0_scales);
   t.bf16("model.embed_tokens.weight", {u(d.vocab), u(d.hidden)}, Init::Normal, 1.0);
   for (int64_t i = 0; i < d.layers; ++i) decoder_layer(t, d, i, int4);
   t.norm("model.norm.weight", d.hidden);
@@ -429,6 +451,7 @@ void write_floats(SafetensorsWriter& w, const GenTensor& g, Rng& rng, Progress& 
         case Init::Ones: v = 1.0 + g.scale * rng.normal(); break;
         case Init::Uniform: v = g.scale * (2.0 * rng.uniform() - 1.0); break;
         case Init::Fp8Scales: v = g.scale / kFp8CodeStd * std::exp2(rng.uniform() - 0.5); break;
+        case Init::Fp8ScalesUe8m0: v = std::exp2(std::round(std::log2(g.scale / kFp8CodeStd) + rng.uniform() - 0.5)); break;
         case Init::Int4Scales: v = g.scale / kInt4CodeStd * std::exp2(rng.uniform() - 0.5); break;
         default: fail("make-model: ", g.spec.name, " is not a float tensor");
       }
@@ -525,22 +548,22 @@ std::vector<std::vector<GenTensor>> plan_shards(const std::vector<GenTensor>& te
   return shards;
 }
 
-// The tokenizer files of the release the flavour imitates
-// (tokenizer_files.h): Kimi K2's tiktoken.model with its 256 reserved ids
-// after the ranks ([BOS], [EOS] first, as K2's config names 163584 and
-// 163585), DeepSeek V3's tokenizer.json with <｜begin▁of▁sentence｜> and
-// <｜end▁of▁sentence｜> at ids 0 and 1. The other kind's file is removed: a
-// stale tiktoken.model beside tokenizer.json would be read first.
-DeepseekV3TokenIds write_tokenizer_files(const std::string& dir, DeepseekV3Flavor flavor, int64_t vocab) {
-  const fs::path d(dir);
-  if (is_kimi_flavor(flavor)) {
-    fs::remove(d / "tokenizer.json");
-    write_deepseek_v3_tokenizer_files(dir, DsChatFlavor::KimiK2, vocab);
-    return {vocab - 256, vocab - 255};
+// The flavour's tokenizer files and chat template (tokenizer_files.h).
+// The other kind's file is removed: a stale tiktoken.model beside
+// tokenizer.json would be read first.
+DsChatFlavor tokenizer_flavor(DeepseekV3Flavor f) {
+  switch (f) {
+    case DeepseekV3Flavor::DeepseekR1: return DsChatFlavor::DeepSeekR1;
+    case DeepseekV3Flavor::DeepseekV31: return DsChatFlavor::DeepSeekV31;
+    case DeepseekV3Flavor::KimiK2:
+    case DeepseekV3Flavor::KimiK2Thinking: return DsChatFlavor::KimiK2;
+    default: return DsChatFlavor::DeepSeekV3;
   }
-  fs::remove(d / "tiktoken.model");
-  write_deepseek_v3_tokenizer_files(dir, DsChatFlavor::DeepSeekV3, vocab);
-  return {0, 1};
+}
+
+void write_tokenizer_files(const std::string& dir, DeepseekV3Flavor flavor, int64_t vocab) {
+  fs::remove(fs::path(dir) / (is_kimi_flavor(flavor) ? "tokenizer.json" : "tiktoken.model"));
+  write_deepseek_v3_tokenizer_files(dir, tokenizer_flavor(flavor), vocab);
 }
 
 void check_dims(DeepseekV3Flavor flavor, const DeepseekV3Dims& d) {
@@ -571,9 +594,9 @@ void check_dims(DeepseekV3Flavor flavor, const DeepseekV3Dims& d) {
          " must be multiples of the INT4 group size ", kInt4Group);
   if (is_kimi_flavor(flavor) && d.vocab < 256 + 257)
     fail(who, "--vocab ", d.vocab, " is too small: 256 byte tokens + merges + 256 reserved ids");
-  const int64_t added = static_cast<int64_t>(deepseek_v3_added_tokens(DsChatFlavor::DeepSeekV3).size());
+  const int64_t added = static_cast<int64_t>(deepseek_v3_added_tokens(tokenizer_flavor(flavor)).size());
   if (!is_kimi_flavor(flavor) && d.vocab < 3 + 256 + 1 + added)
-    fail(who, "--vocab ", d.vocab, " is too small: 3 specials + 256 byte tokens + merges + ", added, " added tokens");
+    fail(who, "--vocab ", d.vocab, " is too small: 3 special + 256 byte tokens + merges + ", added, " added tokens");
 }
 
 }  // namespace
@@ -581,11 +604,13 @@ void check_dims(DeepseekV3Flavor flavor, const DeepseekV3Dims& d) {
 DeepseekV3GenerateResult generate_deepseek_v3_checkpoint(const DeepseekV3GenerateOptions& o) {
   if (o.out_dir.empty()) fail("make-model: no output directory");
   check_dims(o.flavor, o.dims);
+  const json config = deepseek_v3_config_json(o.flavor, o.dims);
+  // Our own config goes through the runtime's parser first: the maker never
+  // writes a checkpoint the runtime would refuse.
+  parse_deepseek_v3_config(config, "generated config.json");
   const std::vector<GenTensor> tensors = gen_tensors(o.flavor, o.dims);
   prepare_checkpoint_dir(o.out_dir, o.force);
-  const DeepseekV3TokenIds ids =
-      write_tokenizer_files(o.out_dir, o.flavor, o.dims.vocab);
-  const json config = deepseek_v3_config_json(o.flavor, o.dims, ids);
+  write_tokenizer_files(o.out_dir, o.flavor, o.dims.vocab);
 
   const std::vector<std::vector<GenTensor>> shards = plan_shards(tensors, o.shard_bytes);
   uint64_t total = 0;

@@ -34,15 +34,19 @@
 
 namespace deltafin {
 
-// Which release the checkpoint imitates (--flavor).
+// Which release the checkpoint imitates (--flavor): the weights' layout and
+// config.json, and the tokenizer files and chat template
+// (model/deepseek_v3/tokenizer_files.h) of that release.
 enum class DeepseekV3Flavor {
-  DeepseekV3,        // DeepSeek V3/R1: FP8, grouped routing (n_group > 1), q_lora, YaRN beta 32/1, MTP layer
-  DeepseekV3QProj,   // the same with q_lora_rank null: a plain q_proj per layer
-  KimiK2,            // Kimi K2-Instruct: FP8, n_group 1, YaRN beta 1/1, rope_theta 50000, no MTP
-  KimiK2Thinking,    // Kimi K2-Thinking: INT4 routed experts (compressed-tensors), the rest BF16
+  DeepseekV3,       // DeepSeek V3: FP8, grouped routing (n_group > 1), q_lora, YaRN beta 32/1, the MTP layer
+  DeepseekR1,       // the same, with R1's tokenizer and template (thinking)
+  DeepseekV31,      // the same, quantization_config's scale_fmt "ue8m0" (power-of-two block scales), V3.1's template
+  DeepseekV3QProj,  // DeepSeek V3 with q_lora_rank null: a plain q_proj per layer
+  KimiK2,           // Kimi K2-Instruct: FP8, n_group 1, YaRN beta 1/1, rope_theta 50000, no MTP
+  KimiK2Thinking,   // Kimi K2-Thinking: INT4 routed experts (compressed-tensors), the rest BF16
 };
 
-// "deepseek_v3", "deepseek_v3_q_proj", "kimi_k2", "kimi_k2_thinking".
+// "deepseek_v3", "deepseek_r1", "deepseek_v31", "deepseek_v3_q_proj", "kimi_k2", "kimi_k2_thinking".
 DeepseekV3Flavor parse_deepseek_v3_flavor(const std::string& name);
 const char* deepseek_v3_flavor_name(DeepseekV3Flavor flavor);
 bool is_kimi_flavor(DeepseekV3Flavor flavor);
@@ -59,7 +63,7 @@ struct DeepseekV3Dims {
 
 // The preset's dimensions for the flavour: "tiny" (unit tests: hidden 160
 // and dense intermediate 200, so FP8 tensors have full and partial 128-blocks;
-// 4 layers, 1 dense), "small" (tens of MB) or "bench" (DeepSeek V3's real
+// 4 layers, 1 dense), "small" (hidden 576, 32 experts: under 90 MB) or "bench" (DeepSeek V3's real
 // expert, hidden 7168 x moe_intermediate 2048: 44,050,944 bytes FP8 with
 // scales; K2-Thinking's INT4 expert: 24,772,656 bytes; 4 layers of 16 experts
 // and a small attention, so it fits a small disk).
@@ -73,18 +77,13 @@ struct DeepseekV3Release {
   int64_t original_max_positions = 4096, max_positions = 163840;
   double routed_scaling_factor = 2.5, rms_norm_eps = 1e-6;
   bool int4_experts = false;      // compressed-tensors INT4 routed experts, the rest BF16; else FP8 everywhere
+  bool ue8m0_scales = false;      // V3.1: FP8 block scales are powers of two (scale_fmt "ue8m0"), still F32
 };
 DeepseekV3Release deepseek_v3_release(DeepseekV3Flavor flavor);
 
-// The token ids config.json names (bos_token_id, eos_token_id): the
-// tokenizer files decide them.
-struct DeepseekV3TokenIds {
-  int64_t bos = 0, eos = 0;
-};
-
-// config.json for these dimensions, with every field of the released config.
-nlohmann::json deepseek_v3_config_json(DeepseekV3Flavor flavor, const DeepseekV3Dims& dims,
-                                       const DeepseekV3TokenIds& ids);
+// config.json for these dimensions, with every field of the released config
+// (bos_token_id and eos_token_id where the flavour's tokenizer files put them).
+nlohmann::json deepseek_v3_config_json(DeepseekV3Flavor flavor, const DeepseekV3Dims& dims);
 // The released quantization_config of the flavour's format.
 nlohmann::json deepseek_v3_quantization_config(DeepseekV3Flavor flavor);
 

@@ -290,22 +290,6 @@ Qwen3GenerateResult generate_qwen3_checkpoint(const Qwen3GenerateOptions& o) {
   return result;
 }
 
-int64_t write_qwen3_tokenizer_files(const std::string& dir, int64_t vocab, int64_t max_positions) {
-  const int64_t n_bpe = vocab - kAddedTokens;
-  if (n_bpe < 257)
-    fail("make-model: --vocab ", vocab, " is too small: 256 byte tokens + at least one merge + ", kAddedTokens,
-         " added tokens");
-  const std::vector<std::string> tokens =
-      train_bpe(kTrainingText, static_cast<size_t>(n_bpe - 256), Pretokenizer(kQwen3Pattern));
-  if (static_cast<int64_t>(tokens.size()) != n_bpe)
-    fail("make-model: BPE training produced ", tokens.size(), " tokens, wanted ", n_bpe,
-         " (the built-in text supports about 550 merges: --vocab at most about 800)");
-  write_file_atomic((fs::path(dir) / "tokenizer.json").string(), qwen3_tokenizer_json(tokens).dump(2) + "\n");
-  write_file_atomic((fs::path(dir) / "tokenizer_config.json").string(),
-                    tokenizer_config_json(static_cast<uint32_t>(n_bpe), max_positions, {}).dump(2) + "\n");
-  return n_bpe;
-}
-
 uint64_t write_qwen3_checkpoint_files(const Qwen3CheckpointFiles& o, const std::vector<TensorSpec>& tensors,
                                       const json& config_json) {
   if (o.out_dir.empty()) fail("make-model: no output directory");

@@ -76,12 +76,6 @@ struct Qwen3CheckpointFiles {
 uint64_t write_qwen3_checkpoint_files(const Qwen3CheckpointFiles& files, const std::vector<TensorSpec>& tensors,
                                       const nlohmann::json& config_json);
 
-// tokenizer.json and tokenizer_config.json alone (atomically), as
-// write_qwen3_checkpoint_files writes them for `vocab` ids without a script:
-// a stand-in tokenizer for another family's generated checkpoint. Returns
-// the id of the first added token (<|endoftext|>; <|im_end|> is 2 more).
-int64_t write_qwen3_tokenizer_files(const std::string& dir, int64_t vocab, int64_t max_positions);
-
 // The tokenizer.json for `tokens` (byte strings indexed by id, 256 single
 // bytes first, as train_bpe returns them), with the added tokens at ids
 // tokens.size() .. + kQwen3AddedTokens - 1. Exposed for tests.
