@@ -97,7 +97,10 @@ MlaDims deepseek_v3_mla_dims(const DeepseekV3Config& c) {
   d.rope = static_cast<size_t>(c.qk_rope_head_dim);
   d.dv = static_cast<size_t>(c.v_head_dim);
   d.rank = static_cast<size_t>(c.kv_lora_rank);
-  d.eps = static_cast<float>(c.rms_norm_eps);
+  // q_a_layernorm and kv_a_layernorm are built with RMSNorm's default eps
+  // (1e-6) in both transformers' DeepseekV3Attention and DeepSeek's
+  // inference/model.py, not with rms_norm_eps (equal in every release).
+  d.eps = 1e-6f;
   d.scale = c.softmax_scale();
   return d;
 }
