@@ -187,6 +187,7 @@ Vec layer_walk(const LayerWalk& w, const Vec& embedding) {
     Vec p = a;
     if (!block_start)
       for (size_t c = 0; c < p.size(); ++c) p[c] = h[c] + a[c];  // prefix + a
+    if (w.after_attention) w.after_attention(i, p);
     const Vec x_mlp = w.mix_mlp(i, with_last(p));
     const Vec f = w.mlp(i, x_mlp);
     for (size_t c = 0; c < p.size(); ++c) h[c] = p[c] + f[c];
@@ -537,6 +538,10 @@ Vec moe_forward(const Model& m, const MoeWeights& w, const Vec& x, const std::ve
   return f;
 }
 
+void round_to_float(Vec& x) {
+  for (double& v : x) v = static_cast<double>(static_cast<float>(v));
+}
+
 double rms(const Vec& x) {
   double ss = 0;
   for (double v : x) ss += v * v;
@@ -571,6 +576,10 @@ ReferenceResult reference_forward(const K3Checkpoint& ckpt, const std::vector<ui
   res.routes.assign(static_cast<size_t>(L), {});
   res.route_margins.assign(static_cast<size_t>(L), {});
   res.hidden_rms.assign(static_cast<size_t>(L), {});
+  if (opt.keep_states) {
+    res.after_attention.assign(static_cast<size_t>(L), {});
+    res.after_layer.assign(static_cast<size_t>(L), {});
+  }
 
   for (int64_t t = 0; t < T; ++t) {
     const uint32_t token = tokens[static_cast<size_t>(t)];
@@ -608,7 +617,15 @@ ReferenceResult reference_forward(const K3Checkpoint& ckpt, const std::vector<ui
       res.route_margins[static_cast<size_t>(i)].push_back(trace.margin);
       return f;
     };
-    walk.after_layer = [&](int64_t i, const Vec& h) { res.hidden_rms[static_cast<size_t>(i)].push_back(rms(h)); };
+    walk.after_layer = [&](int64_t i, Vec& h) {
+      if (opt.round_states) round_to_float(h);
+      res.hidden_rms[static_cast<size_t>(i)].push_back(rms(h));
+      if (opt.keep_states) res.after_layer[static_cast<size_t>(i)].push_back(h);
+    };
+    walk.after_attention = [&](int64_t i, Vec& p) {
+      if (opt.round_states) round_to_float(p);
+      if (opt.keep_states) res.after_attention[static_cast<size_t>(i)].push_back(p);
+    };
 
     const Vec embedding = slice(m.embed.v, static_cast<int64_t>(token) * c.hidden_size, c.hidden_size);
     const Vec out = ref::layer_walk(walk, embedding);

@@ -25,6 +25,14 @@ struct ReferenceOptions {
   // sigmoid scores of those ids. Entry [0] (the dense layer) is ignored. Lets a
   // comparison hold the expert selection fixed (§12, last paragraph).
   const std::vector<std::vector<std::vector<int>>>* forced_routes = nullptr;
+  // Keep every position's p (after attention: prefix + a, or a at a block
+  // start) and h (after the layer) of every layer in the result (an error
+  // study compares the fast path's layer by layer: tests/kimi_k3/margin_test.cpp).
+  bool keep_states = false;
+  // Round p and h to fp32 after every layer (then go on in double): the
+  // rounding no fp32 pass can avoid, whatever its order, as a floor for its
+  // error (tests/kimi_k3/margin_test.cpp).
+  bool round_states = false;
 };
 
 struct ReferenceResult {
@@ -37,6 +45,9 @@ struct ReferenceResult {
   // when routes are forced. route_margins[0] is empty (size 0).
   std::vector<std::vector<double>> route_margins;
   std::vector<std::vector<double>> hidden_rms;        // [layer][position]: RMS of h after the layer
+  // With keep_states, [layer][position] -> p after attention and h after the
+  // layer (width hidden); empty otherwise.
+  std::vector<std::vector<std::vector<double>>> after_attention, after_layer;
 };
 
 ReferenceResult reference_forward(const K3Checkpoint& ckpt, const std::vector<uint32_t>& tokens,
@@ -100,7 +111,9 @@ struct LayerWalk {
   std::function<Vec(const std::vector<Vec>& list)> mix_out;
   // Attention_i(RMSNorm(x_attn; input_layernorm)) and MLP_i(RMSNorm(x_mlp; post_attention_layernorm)).
   std::function<Vec(int64_t layer, const Vec& x_attn)> attention, mlp;
-  std::function<void(int64_t layer, const Vec& h)> after_layer;  // optional: h after layer i
+  // Optional: p after layer i's attention, h after layer i (either may be
+  // changed there: an error study rounds them).
+  std::function<void(int64_t layer, Vec& p)> after_attention, after_layer;
 };
 Vec layer_walk(const LayerWalk& walk, const Vec& embedding);
 

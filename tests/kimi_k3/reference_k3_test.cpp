@@ -438,6 +438,50 @@ TEST_P(ReferenceTiny, RejectsTokensOutsideTheVocabulary) {
 
 INSTANTIATE_TEST_SUITE_P(ReferenceSeeds, ReferenceTiny, ::testing::Values(1, 2, 3));
 
+// The error study's hooks (tests/kimi_k3/margin_test.cpp): keeping the states
+// changes nothing and keeps h and p of every layer and position; rounding
+// them to fp32 keeps fp32 values and moves the logits, but only a little.
+TEST(ReferenceStates, KeptAndRounded) {
+  const K3Checkpoint& k = tiny(1);
+  const ReferenceResult& plain = prompt_result(1);
+  const size_t L = static_cast<size_t>(k.config.num_hidden_layers), T = kPrompt.size();
+  const size_t d = static_cast<size_t>(k.config.hidden_size);
+  ReferenceOptions opt;
+  opt.keep_states = true;
+  const ReferenceResult kept = reference_forward(k, kPrompt, opt);
+  EXPECT_EQ(kept.logits, plain.logits);
+  EXPECT_TRUE(plain.after_layer.empty());
+  ASSERT_EQ(kept.after_layer.size(), L);
+  ASSERT_EQ(kept.after_attention.size(), L);
+  for (size_t i = 0; i < L; ++i) {
+    ASSERT_EQ(kept.after_layer[i].size(), T);
+    ASSERT_EQ(kept.after_attention[i].size(), T);
+    for (size_t t = 0; t < T; ++t) {
+      ASSERT_EQ(kept.after_layer[i][t].size(), d);
+      double ss = 0;
+      for (double v : kept.after_layer[i][t]) ss += v * v;
+      EXPECT_EQ(std::sqrt(ss / static_cast<double>(d)), plain.hidden_rms[i][t]) << "layer " << i << " position " << t;
+      EXPECT_NE(kept.after_attention[i][t], kept.after_layer[i][t]) << "layer " << i << " position " << t;
+    }
+  }
+
+  opt.round_states = true;
+  const ReferenceResult rounded = reference_forward(k, kPrompt, opt);
+  for (size_t i = 0; i < L; ++i)
+    for (size_t t = 0; t < T; ++t)
+      for (const auto* state : {&rounded.after_layer[i][t], &rounded.after_attention[i][t]})
+        for (double v : *state) ASSERT_EQ(v, static_cast<double>(static_cast<float>(v))) << "layer " << i;
+  for (size_t t = 0; t < T; ++t) {
+    double num = 0, den = 0;
+    for (size_t j = 0; j < plain.logits[t].size(); ++j) {
+      num += (rounded.logits[t][j] - plain.logits[t][j]) * (rounded.logits[t][j] - plain.logits[t][j]);
+      den += plain.logits[t][j] * plain.logits[t][j];
+    }
+    EXPECT_GT(num, 0.0) << "position " << t;
+    EXPECT_LE(std::sqrt(num / den), 1e-5) << "position " << t;
+  }
+}
+
 TEST(ReferenceTinySeeds, DifferentSeedsDiffer) {
   EXPECT_NE(prompt_result(1).logits[0], prompt_result(2).logits[0]);
   EXPECT_NE(prompt_result(2).logits[0], prompt_result(3).logits[0]);
