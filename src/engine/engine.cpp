@@ -344,7 +344,7 @@ std::string Engine::drafter() const { return impl_->drafters.describe(); }
 bool Engine::shutting_down() const { return impl_->shutdown && impl_->shutdown->load(); }
 void Engine::save_heat() { impl_->m->save_heat(); }
 ModelInfo Engine::model_info() const { return impl_->m->info(); }
-bool Engine::weight_exact() const { return impl_->m->spine_format == "bf16"; }
+bool Engine::weight_exact() const { return impl_->m->spine_format != "int8-row"; }
 double Engine::load_seconds() const { return impl_->m->load_seconds; }
 
 // The session's share of the memory plan: what one request may hold, and so

@@ -34,7 +34,7 @@ namespace deltafin {
 struct LoadedModel {
   virtual ~LoadedModel() = default;
   const FamilyInfo* family = nullptr;
-  std::string spine_format = "bf16";  // "bf16" or "int8-row" (not weight-exact, always announced)
+  std::string spine_format = "bf16";  // "bf16", "fp8" (DeepSeek-V3 family, as released) or "int8-row" (not weight-exact, always announced)
   // Store runs only: manifest, heat, monitor, memory plan.
   std::string store_dir;
   std::unique_ptr<StoreManifest> manifest;

@@ -30,12 +30,12 @@ struct StreamInfo {
 // The model as loaded.
 struct ModelInfo {
   std::string family;                 // FamilyInfo::name
-  std::string spine_format = "bf16";  // "bf16" or "int8-row" (not weight-exact)
+  std::string spine_format = "bf16";  // "bf16", "fp8" (as released) or "int8-row" (not weight-exact)
   double load_seconds = 0;
   MemoryPlan memory;                  // a streamed store's (all 0 resident)
   uint64_t expert_bytes = 0;          // one expert record (0 resident)
   std::optional<StreamInfo> stream;   // none: every expert resident
-  bool weight_exact() const { return spine_format == "bf16"; }
+  bool weight_exact() const { return spine_format != "int8-row"; }
 };
 
 }  // namespace deltafin

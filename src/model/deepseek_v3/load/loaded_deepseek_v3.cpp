@@ -24,6 +24,8 @@ void load_tokenizer(LoadedDeepseekV3& m, const std::string& dir) {
          m.config.vocab_size);
   m.text = m.tokenizer->hf ? token_text(*m.tokenizer->hf) : token_text(*m.tokenizer->tiktoken);
   for (int64_t id : m.config.eos_token_ids) m.eos.push_back(static_cast<uint32_t>(id));
+  // The spine is the release's own bytes: FP8 with block scales, or BF16.
+  m.spine_format = m.config.quant == DsQuant::Fp8Block ? "fp8" : "bf16";
 }
 
 }  // namespace
