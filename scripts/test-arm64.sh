@@ -4,7 +4,8 @@
 #   1. the kernel, util (CRC32C), model and forward-pass tests of the
 #      cross-built binaries, run under qemu-aarch64 (NEON and scalar: the
 #      cross-ISA tests iterate every path the build has);
-#   2. logits across machines: a tiny K3 and a tiny Qwen3-MoE checkpoint
+#   2. logits across machines: a tiny K3, Qwen3-MoE, DeepSeek V3 (FP8) and
+#      Kimi K2-Thinking (INT4 experts) checkpoint
 #      made by the x86-64 build, `deltafin logits` on x86-64 (scalar, AVX2,
 #      AVX-512 where this CPU has them) and on arm64 under qemu (NEON,
 #      scalar), and the .npy files compared with cmp: identical byte for byte.
@@ -111,4 +112,8 @@ compare_family() {
 }
 compare_family k3 --preset tiny
 compare_family qwen3_moe --arch qwen3_moe --preset tiny
+# The DeepSeek-V3 family's FP8 (block-scaled spine and experts) and INT4
+# experts (Kimi K2-Thinking) through every path of both machines.
+compare_family deepseek_v3 --arch deepseek_v3 --preset tiny
+compare_family kimi_k2_thinking --arch deepseek_v3 --flavor kimi_k2_thinking --preset tiny
 echo "arm64 checks: $((SECONDS - start)) s in all"
