@@ -18,30 +18,11 @@
 // reference, which keeps the expanded form: tests/kimi_k3/reference_k3.cpp.)
 #include <cmath>
 
+#include "kernels/weights.h"
 #include "model/kimi_k3/model.h"
 #include "util/error.h"
 
 namespace deltafin {
-
-namespace {
-
-// Rows [first, first + n) of a matrix, as a view of its own.
-WeightView row_block(const WeightView& w, size_t first, size_t n) {
-  WeightView v = w;
-  v.rows = n;
-  size_t bytes_per_row = 0;
-  switch (w.type) {
-    case WeightType::F32: bytes_per_row = w.cols * 4; break;
-    case WeightType::BF16: bytes_per_row = w.cols * 2; break;
-    case WeightType::Int8Row: bytes_per_row = w.cols; break;
-    case WeightType::MXFP4: fail("row_block: MXFP4 spine matrices do not exist");
-  }
-  v.data = static_cast<const uint8_t*>(w.data) + first * bytes_per_row;
-  if (w.type == WeightType::Int8Row) v.scales = static_cast<const uint16_t*>(w.scales) + first;
-  return v;
-}
-
-}  // namespace
 
 void K3Model::attention_mla(int64_t layer, K3Session& s, const Act& x, Act& out, size_t offset) {
   const MlaWeights& w = w_.layers[static_cast<size_t>(layer)].mla;
@@ -75,7 +56,7 @@ void K3Model::attention_mla(int64_t layer, K3Session& s, const Act& x, Act& out,
     const WeightView wk = w.kv_b_key_t.view();
     for (size_t h = 0; h < H; ++h) {
       be_.copy_cols(q, h * dk, nope, qn, 0);
-      be_.matmul(row_block(wk, h * rkv, rkv), qn, qk);
+      be_.matmul(weight_rows(wk, h * rkv, rkv), qn, qk);
       be_.copy_cols(qk, 0, rkv, qabs, h * R);
       be_.copy_cols(q, h * dk + nope, rope, qabs, h * R + rkv);
     }
@@ -94,7 +75,7 @@ void K3Model::attention_mla(int64_t layer, K3Session& s, const Act& x, Act& out,
     const WeightView wkv = w.kv_b.view();
     for (size_t h = 0; h < H; ++h) {
       be_.copy_cols(u, h * rkv, rkv, uh, 0);
-      be_.matmul(row_block(wkv, h * (nope + dv) + nope, dv), uh, oh);
+      be_.matmul(weight_rows(wkv, h * (nope + dv) + nope, dv), uh, oh);
       be_.copy_cols(oh, 0, dv, o, h * dv);
     }
   }
