@@ -56,6 +56,29 @@ extern const float* const kE2M1Signed;
 // port is free where the vector pipes are the bound.
 extern const float* const kE2M1ByScale;
 
+// e4m3fn code -> value as fp32, exact (subnormals included, 0x80 = -0.0);
+// the NaN codes 0x7F and 0xFF (rejected at import) map to NaN. FP8Block's
+// weight is this value times its block's fp32 scale: one rounded multiply.
+extern const float* const kE4M3;
+
+// Int4Group32's nibble u -> u - 8 as fp32 (16 entries, 64-byte aligned).
+extern const float* const kInt4Signed;
+
+// The SIMD paths decode e4m3 through fp16, which each of them converts to
+// fp32 in hardware, exactly. For a code b sign-extended to 16 bits,
+// (b << 7) & kE4M3HalfBits is an fp16 (the sign at bit 15, the 4 exponent
+// bits under a zero fifth, the 3 mantissa bits on top of fp16's) whose value
+// is the code's times 2^-8; exponent 0 lands on fp16 subnormals with the same
+// scaling. Its fp32 is normal (2^-17 at the least), and the group's scale
+// times 2^8 is exact unless it overflows, so one multiply of the two rounds
+// the exact product e4m3 x scale once: the definition's weight, kE4M3[b] x
+// scale bit for bit, with no subnormal operand on the way (x86 cores that
+// take microcode assists on those would slow down) and one multiply per
+// weight. A group holding a NaN code (b & 0x7F == 0x7F) or whose scale times
+// 2^8 is not finite is decoded from kE4M3 instead.
+constexpr uint16_t kE4M3HalfBits = 0xBF80;
+constexpr float kE4M3HalfScale = 256.0f;
+
 struct KernelTable {
   // Rows [row_begin, row_end) of Y = W X for T rows of X. X is [T, x_stride]
   // where x_stride = cols rounded up to a multiple of 32 and the padding

@@ -33,13 +33,13 @@ float* aligned_floats(std::vector<float>& buffer, size_t n) {
 void check(const WeightView& w, const float* x, float* y) {
   const char* name = weight_type_name(w.type);
   if (w.type != WeightType::F32 && w.type != WeightType::BF16 && w.type != WeightType::Int8Row &&
-      w.type != WeightType::MXFP4)
+      w.type != WeightType::MXFP4 && w.type != WeightType::FP8Block && w.type != WeightType::Int4Group32)
     fail("matmul: unknown weight type ", static_cast<int>(w.type));
   if (w.data == nullptr) fail("matmul: ", name, " weight [", w.rows, ", ", w.cols, "] has no data");
-  if ((w.type == WeightType::Int8Row || w.type == WeightType::MXFP4) && w.scales == nullptr)
+  if (w.type != WeightType::F32 && w.type != WeightType::BF16 && w.scales == nullptr)
     fail("matmul: ", name, " weight [", w.rows, ", ", w.cols, "] has no scales");
-  if (w.type == WeightType::MXFP4 && w.cols % 32 != 0)
-    fail("matmul: mxfp4 weight [", w.rows, ", ", w.cols, "]: cols must be a multiple of 32");
+  if ((w.type == WeightType::MXFP4 || w.type == WeightType::Int4Group32) && w.cols % 32 != 0)
+    fail("matmul: ", name, " weight [", w.rows, ", ", w.cols, "]: cols must be a multiple of 32");
   if (x == nullptr || y == nullptr) fail("matmul: null input or output");
 }
 

@@ -3,7 +3,7 @@
 // (lane = column mod 32), column c ascending does acc[c % 32] = fma(w_c, x_c,
 // acc[c % 32]), then the fixed lane tree. Each output is exactly one such
 // reduction whatever T, the thread count or the ISA path (scalar, AVX2,
-// AVX-512), so all of those give bit-identical results.
+// AVX-512, NEON), so all of those give bit-identical results.
 #pragma once
 
 #include <cstddef>
@@ -20,7 +20,11 @@ namespace deltafin {
 //   (e2m1 x 2^(scale-127)); the fma runs on the decoded weight.
 // - Int8Row: the canonical dot of x with the int8 values (as floats), then
 //   multiplied by f32(f16 scale of the row) (k3-model.md §5.2).
-// - MXFP4 needs cols % 32 == 0 (deltafin::Error otherwise); the others take any cols.
+// - FP8Block: the fma runs on f32(e4m3) * block scale, that product rounded
+//   once (the definition's decoded weight); Int4Group32 decoded exactly
+//   ((u - 8) * f32(bf16 scale)).
+// - MXFP4 and Int4Group32 need cols % 32 == 0 (deltafin::Error otherwise); the
+//   others take any cols.
 // Work is split by output rows over `pool` (nullptr = the calling thread). For
 // T > 1 each block of weights is decoded once and reused for all T rows.
 void matmul(const WeightView& w, const float* x, size_t T, float* y, ThreadPool* pool = nullptr);

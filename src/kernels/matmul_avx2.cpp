@@ -24,14 +24,41 @@ constexpr size_t kAvx2FusedRun = 3;
 
 template <WeightType kType>
 constexpr size_t group_bytes() {
-  return kType == WeightType::F32 ? 128 : kType == WeightType::BF16 ? 64 : kType == WeightType::Int8Row ? 32 : 16;
+  return kType == WeightType::F32                                   ? 128
+         : kType == WeightType::BF16                                ? 64
+         : kType == WeightType::Int8Row || kType == WeightType::FP8Block ? 32
+                                                                    : 16;  // MXFP4, Int4Group32
+}
+
+// Whether f is finite: its exponent field is not all ones.
+bool finite(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, 4);
+  return (bits & 0x7F800000u) != 0x7F800000u;
+}
+
+// FP8Block's 32 codes at p, times the group's scale, from the exact table:
+// the decode of a group that holds a NaN code (and of a row's partial last
+// group, whose padding columns must be +0).
+Group fp8_from_table(const uint8_t* p, size_t n, float scale) {
+  alignas(32) float f[32];
+  for (size_t i = 0; i < 32; ++i) f[i] = i < n ? kE4M3[p[i]] * scale : 0.0f;
+  Group d;
+  for (int k = 0; k < 4; ++k) d.v[k] = _mm256_load_ps(f + 8 * k);
+  return d;
 }
 
 // Decodes the 32 weights at p exactly. For MXFP4, mag is the e2m1 magnitude
 // table (8 entries) already multiplied by the group's scale (exact); each
 // 8-column quarter broadcasts its 4 packed bytes, shifts lane i right by 4i so
 // its nibble sits in bits 0-3, looks the magnitude up by bits 0-2 and moves
-// bit 3 into the sign (code 8 gives -0.0, as the definition says).
+// bit 3 into the sign (code 8 gives -0.0, as the definition says). For
+// FP8Block and Int4Group32, mag is the group's scale in every lane. FP8Block:
+// e4m3 x 2^-8 through fp16 as kernel_table.h says (kE4M3HalfBits), exact,
+// times the scale x 2^8: the one rounding of the definition. Int4Group32: each quarter is one
+// word, columns in nibble order; u ^ 8 read as a signed 4-bit number is
+// u - 8, so shifting nibble i to the top and back arithmetically gives q,
+// and q times the bf16 scale is exact.
 template <WeightType kType>
 inline Group decode(const uint8_t* p, __m256 mag) {
   Group d;
@@ -49,6 +76,29 @@ inline Group decode(const uint8_t* p, __m256 mag) {
     for (int k = 0; k < 4; ++k) {
       __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * k)));
       d.v[k] = _mm256_cvtepi32_ps(q);
+    }
+  } else if constexpr (kType == WeightType::FP8Block) {
+    const float scale = _mm256_cvtss_f32(mag), scaled = scale * kE4M3HalfScale;
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i nan = _mm256_cmpeq_epi8(_mm256_or_si256(raw, _mm256_set1_epi8(static_cast<char>(0x80))),
+                                          _mm256_set1_epi8(-1));
+    if (_mm256_movemask_epi8(nan) != 0 || !finite(scaled)) return fp8_from_table(p, 32, scale);
+    const __m256 s = _mm256_set1_ps(scaled);
+    const __m256i half_bits = _mm256_set1_epi16(static_cast<short>(kE4M3HalfBits));
+    for (int k = 0; k < 2; ++k) {
+      __m256i b = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k)));
+      __m256i h = _mm256_and_si256(_mm256_slli_epi16(b, 7), half_bits);
+      d.v[2 * k] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), s);
+      d.v[2 * k + 1] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), s);
+    }
+  } else if constexpr (kType == WeightType::Int4Group32) {
+    const __m256i to_top = _mm256_setr_epi32(28, 24, 20, 16, 12, 8, 4, 0);
+    for (int k = 0; k < 4; ++k) {
+      int word;
+      memcpy(&word, p + 4 * k, 4);
+      __m256i flipped = _mm256_xor_si256(_mm256_set1_epi32(word), _mm256_set1_epi32(static_cast<int>(0x88888888u)));
+      __m256i q = _mm256_srai_epi32(_mm256_sllv_epi32(flipped, to_top), 28);
+      d.v[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(q), mag);
     }
   } else {
     const __m256i right = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
@@ -71,28 +121,45 @@ struct RowSource {
   const uint8_t* data;
   const uint8_t* scales;
   size_t groups, tail, row_bytes;
+  size_t scale_blocks;  // FP8Block: scale blocks per block row, ceil(cols / 128)
 
   explicit RowSource(const WeightView& w)
       : data(static_cast<const uint8_t*>(w.data)),
         scales(static_cast<const uint8_t*>(w.scales)),
         groups(w.cols / 32),
         tail(w.cols % 32),
-        row_bytes(kType == WeightType::MXFP4 ? w.cols / 2 : w.cols * (group_bytes<kType>() / 32)) {}
+        row_bytes(kType == WeightType::MXFP4 || kType == WeightType::Int4Group32
+                      ? w.cols / 2
+                      : w.cols * (group_bytes<kType>() / 32)),
+        scale_blocks((w.cols + kFp8BlockSize - 1) / kFp8BlockSize) {}
+
+  // FP8Block's scale for group g of row r (a 128-column block holds 4 groups).
+  float fp8_scale(size_t r, size_t g) const {
+    return reinterpret_cast<const float*>(scales)[(r / kFp8BlockSize) * scale_blocks + g / (kFp8BlockSize / 32)];
+  }
 
   __m256 mag(size_t r, size_t g) const {
     if constexpr (kType == WeightType::MXFP4) {
       return _mm256_load_ps(kE2M1ByScale + 16 * size_t{scales[r * groups + g]});  // codes 0-7 of the scaled table
+    } else if constexpr (kType == WeightType::FP8Block) {
+      return _mm256_set1_ps(fp8_scale(r, g));
+    } else if constexpr (kType == WeightType::Int4Group32) {
+      uint16_t h;
+      memcpy(&h, scales + 2 * (r * groups + g), 2);
+      return _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(uint32_t{h} << 16)));  // bf16 -> fp32, exact
     } else {
       (void)r, (void)g;
       return _mm256_setzero_ps();  // unused by the other types' decode
     }
   }
 
-  // Group g of row r; g == groups is the partial last group (never MXFP4),
-  // decoded from a zero-padded copy so padding weights are +0.
+  // Group g of row r; g == groups is the partial last group (F32, BF16,
+  // int8-row and FP8Block only), decoded from a zero-padded copy so padding
+  // weights are +0 (FP8Block: from the table, padding set to +0).
   Group group(size_t r, size_t g) const {
     const uint8_t* p = data + r * row_bytes + g * group_bytes<kType>();
     if (g < groups) return decode<kType>(p, mag(r, g));
+    if constexpr (kType == WeightType::FP8Block) return fp8_from_table(p, tail, fp8_scale(r, g));
     alignas(32) uint8_t buf[group_bytes<kType>()];
     memset(buf, 0, sizeof buf);
     memcpy(buf, p, tail * (group_bytes<kType>() / 32));
@@ -118,7 +185,7 @@ struct RowSource {
   }
 };
 
-// The T = 1 path, and small T for F32/BF16/int8-row (kFusedMaxRows): the
+// The T = 1 path, and small T for F32/BF16/int8-row/FP8Block (kFusedMaxRows): the
 // decode fused into the loop, every weight byte streamed once per run of TT x
 // rows (xs floats apart; y rows ys apart). R rows advance together so each x
 // load serves R rows (x of 12288 fp32 columns no longer fits in L1); R x TT =
@@ -161,8 +228,8 @@ void rows_single(const WeightView& w, const float* x, float* y, size_t row_begin
   for (; r < row_end; ++r) fused_rows<kType, 1, 1>(src, w, x, 0, y, 0, r);
 }
 
-// F32/BF16/int8-row products of up to this many x rows take the fused loop
-// (rows_small_batch), longer ones the batched path: below that the batched
+// F32/BF16/int8-row/FP8Block products of up to this many x rows take the fused
+// loop (rows_small_batch), longer ones the batched path: below that the batched
 // path's decode into scratch cost more than it saved (T = 2 ran at 0.88x the
 // per-row speed of T = 1 for BF16, 0.76x for int8-row; fused: 1.65x and 1.8x),
 // at T = 8 it is 1.3x faster than the fused loop.
@@ -184,26 +251,28 @@ void rows_small_batch(const WeightView& w, const float* x, size_t xs, size_t T, 
   }
 }
 
-// MXFP4 at small T: each group decoded once in registers and used by TT x
-// rows, instead of decoded into the scratch block. The scratch decode costs
+// MXFP4 (and Int4Group32, whose decode costs the same: a broadcast, shifts
+// and a multiply per quarter) at T > 1: each group decoded once in registers
+// and used by TT x rows, instead of decoded into the scratch block. The scratch decode costs
 // more than the fmas it feeds until T is large (T = 2 ran at 0.68x the per-row
 // speed of T = 1, T = 64 at 1.6x); decoding again for every run of three x
 // rows is as fast at T = 64 and faster below. This is fused_rows with one
 // weight row and TT x rows: TT x 4 accumulators and the decoded group nearly
 // fill the 16 ymm registers at TT = 3.
-void rows_fused_mxfp4(const WeightView& w, const float* x, size_t xs, size_t T, float* y, size_t row_begin,
-                      size_t row_end) {
+template <WeightType kType>
+void rows_fused_nibbles(const WeightView& w, const float* x, size_t xs, size_t T, float* y, size_t row_begin,
+                        size_t row_end) {
   static_assert(kAvx2FusedRun == 3, "the runs below are three x rows");
-  RowSource<WeightType::MXFP4> src(w);
+  RowSource<kType> src(w);
   for (size_t t = 0; t < T; t += kAvx2FusedRun) {
     const float* xt = x + t * xs;
     float* yt = y + t * w.rows;
     const size_t n = T - t < kAvx2FusedRun ? T - t : kAvx2FusedRun;
     for (size_t r = row_begin; r < row_end; ++r) {
       switch (n) {
-        case 3: fused_rows<WeightType::MXFP4, 1, 3>(src, w, xt, xs, yt, w.rows, r); break;
-        case 2: fused_rows<WeightType::MXFP4, 1, 2>(src, w, xt, xs, yt, w.rows, r); break;
-        default: fused_rows<WeightType::MXFP4, 1, 1>(src, w, xt, xs, yt, w.rows, r); break;
+        case 3: fused_rows<kType, 1, 3>(src, w, xt, xs, yt, w.rows, r); break;
+        case 2: fused_rows<kType, 1, 2>(src, w, xt, xs, yt, w.rows, r); break;
+        default: fused_rows<kType, 1, 1>(src, w, xt, xs, yt, w.rows, r); break;
       }
     }
   }
@@ -289,8 +358,8 @@ void rows(const WeightView& w, const float* x, size_t xs, size_t T, float* y, si
           float* scratch) {
   if (T == 1) {
     rows_single<kType>(w, x, y, row_begin, row_end);
-  } else if constexpr (kType == WeightType::MXFP4) {
-    rows_fused_mxfp4(w, x, xs, T, y, row_begin, row_end);
+  } else if constexpr (kType == WeightType::MXFP4 || kType == WeightType::Int4Group32) {
+    rows_fused_nibbles<kType>(w, x, xs, T, y, row_begin, row_end);
   } else if (T <= kFusedMaxRows) {
     rows_small_batch<kType>(w, x, xs, T, y, row_begin, row_end);
   } else {
@@ -307,6 +376,9 @@ void matmul_rows_avx2(const WeightView& w, const float* x, size_t x_stride, size
     case WeightType::BF16: return rows<WeightType::BF16>(w, x, x_stride, T, y, row_begin, row_end, scratch);
     case WeightType::Int8Row: return rows<WeightType::Int8Row>(w, x, x_stride, T, y, row_begin, row_end, scratch);
     case WeightType::MXFP4: return rows<WeightType::MXFP4>(w, x, x_stride, T, y, row_begin, row_end, scratch);
+    case WeightType::FP8Block: return rows<WeightType::FP8Block>(w, x, x_stride, T, y, row_begin, row_end, scratch);
+    case WeightType::Int4Group32:
+      return rows<WeightType::Int4Group32>(w, x, x_stride, T, y, row_begin, row_end, scratch);
   }
 }
 

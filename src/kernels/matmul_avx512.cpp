@@ -13,13 +13,15 @@ namespace deltafin::kernels_detail {
 
 namespace {
 
-// F32/BF16/int8-row products of up to this many x rows take the fused loop
-// (rows_small_batch), longer ones the batched path. int8-row stops earlier:
-// its decode (widen, convert) is dearer, and at T = 8 the batched path was
-// 1.3x faster for it while BF16 was still 1.05-1.1x faster fused.
+// F32/BF16/int8-row/FP8Block products of up to this many x rows take the fused
+// loop (rows_small_batch), longer ones the batched path. int8-row stops
+// earlier: its decode (widen, convert) is dearer, and at T = 8 the batched
+// path was 1.3x faster for it while BF16 was still 1.05-1.1x faster fused.
+// FP8Block's decode (widen, shift, mask, two conversions, two multiplies)
+// is dearer still.
 template <WeightType kType>
 constexpr size_t fused_max_rows() {
-  return kType == WeightType::Int8Row ? 4 : 8;
+  return kType == WeightType::Int8Row || kType == WeightType::FP8Block ? 4 : 8;
 }
 
 // One decoded 32-column group: columns 0-15 and 16-31.
@@ -29,14 +31,58 @@ struct Group {
 
 template <WeightType kType>
 constexpr size_t group_bytes() {
-  return kType == WeightType::F32 ? 128 : kType == WeightType::BF16 ? 64 : kType == WeightType::Int8Row ? 32 : 16;
+  return kType == WeightType::F32                                   ? 128
+         : kType == WeightType::BF16                                ? 64
+         : kType == WeightType::Int8Row || kType == WeightType::FP8Block ? 32
+                                                                    : 16;  // MXFP4, Int4Group32
 }
 
-// Decodes the 32 weights at p exactly (F32, BF16, int8-row; MXFP4 has its own
-// even/odd decode in fused_tile_mxfp4).
+// The types whose bytes are two 4-bit codes each, low nibble first, which
+// the even/odd loops (fused_tile_nibbles) decode with a 16-entry table.
+template <WeightType kType>
+constexpr bool nibbles() {
+  return kType == WeightType::MXFP4 || kType == WeightType::Int4Group32;
+}
+
+// FP8Block's first n codes at p times the group's scale, from the exact table
+// (padding +0): the decode of a group that holds a NaN code and of a row's
+// partial last group.
+Group fp8_from_table(const uint8_t* p, size_t n, float scale) {
+  alignas(64) float f[32];
+  for (size_t i = 0; i < 32; ++i) f[i] = i < n ? kE4M3[p[i]] * scale : 0.0f;
+  return {_mm512_load_ps(f), _mm512_load_ps(f + 16)};
+}
+
+// Whether f is finite: its exponent field is not all ones.
+bool finite(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, 4);
+  return (bits & 0x7F800000u) != 0x7F800000u;
+}
+
+// FP8Block's 32 codes at p: e4m3 x 2^-8 through fp16 (kernel_table.h,
+// kE4M3HalfBits), exact, times the group's scale x 2^8, the definition's one
+// rounding. A group holding a NaN code (0x7F, 0xFF), or whose scale x 2^8
+// overflows, takes the table.
+inline Group decode_fp8(const uint8_t* p, float scale) {
+  const float scaled = scale * kE4M3HalfScale;
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i magnitude_ones = _mm256_or_si256(raw, _mm256_set1_epi8(static_cast<char>(0x80)));
+  if (_mm256_cmpeq_epi8_mask(magnitude_ones, _mm256_set1_epi8(-1)) != 0 || !finite(scaled))
+    return fp8_from_table(p, 32, scale);
+  const __m512i h = _mm512_and_si512(_mm512_slli_epi16(_mm512_cvtepi8_epi16(raw), 7),
+                                     _mm512_set1_epi16(static_cast<short>(kE4M3HalfBits)));
+  const __m512 s = _mm512_set1_ps(scaled);
+  return {_mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h)), s),
+          _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)), s)};
+}
+
+// Decodes the 32 weights at p exactly (F32, BF16, int8-row; FP8Block has
+// decode_fp8, MXFP4 and Int4Group32 their even/odd decode in
+// fused_tile_nibbles).
 template <WeightType kType>
 inline Group decode(const uint8_t* p) {
-  static_assert(kType != WeightType::MXFP4, "MXFP4 is decoded by fused_tile_mxfp4");
+  static_assert(!nibbles<kType>() && kType != WeightType::FP8Block, "decoded elsewhere");
   if constexpr (kType == WeightType::F32) {
     return {_mm512_loadu_ps(p), _mm512_loadu_ps(p + 64)};
   } else if constexpr (kType == WeightType::BF16) {
@@ -53,8 +99,9 @@ inline Group decode(const uint8_t* p) {
 template <WeightType kType>
 struct RowSource {
   const uint8_t* data;    // start of the matrix
-  const uint8_t* scales;  // MXFP4 scale bytes
+  const uint8_t* scales;  // the scales, as bytes
   size_t cols, groups, tail, row_bytes;
+  size_t scale_blocks;  // FP8Block: scale blocks per block row, ceil(cols / 128)
 
   explicit RowSource(const WeightView& w)
       : data(static_cast<const uint8_t*>(w.data)),
@@ -62,17 +109,42 @@ struct RowSource {
         cols(w.cols),
         groups(w.cols / 32),
         tail(w.cols % 32),
-        row_bytes(kType == WeightType::MXFP4 ? w.cols / 2 : w.cols * (group_bytes<kType>() / 32)) {}
+        row_bytes(nibbles<kType>() ? w.cols / 2 : w.cols * (group_bytes<kType>() / 32)),
+        scale_blocks((w.cols + kFp8BlockSize - 1) / kFp8BlockSize) {}
+
+  // FP8Block's scale for group g of row r (a 128-column block holds 4 groups).
+  float fp8_scale(size_t r, size_t g) const {
+    return reinterpret_cast<const float*>(scales)[(r / kFp8BlockSize) * scale_blocks + g / (kFp8BlockSize / 32)];
+  }
+
+  // The 16 values of group g of row r's codes: MXFP4's row of the scaled
+  // e2m1 table; Int4Group32's u - 8 times the bf16 scale (exact).
+  __m512 lut(size_t r, size_t g) const {
+    if constexpr (kType == WeightType::MXFP4) {
+      return _mm512_load_ps(kE2M1ByScale + 16 * size_t{scales[r * groups + g]});
+    } else {
+      static_assert(kType == WeightType::Int4Group32, "only the nibble types have a table");
+      uint16_t h;
+      memcpy(&h, scales + 2 * (r * groups + g), 2);
+      const __m512 scale = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(uint32_t{h} << 16)));
+      return _mm512_mul_ps(_mm512_load_ps(kInt4Signed), scale);
+    }
+  }
 
   // Group g of row r; g == groups is the partial last group (cols % 32 != 0,
-  // never MXFP4), decoded from a zero-padded copy so padding weights are +0.
+  // never MXFP4 or Int4Group32), decoded from a zero-padded copy so padding
+  // weights are +0 (FP8Block: from the table, padding set to +0).
   Group group(size_t r, size_t g) const {
     const uint8_t* p = data + r * row_bytes + g * group_bytes<kType>();
-    if (g < groups) return decode<kType>(p);
-    alignas(64) uint8_t buf[group_bytes<kType>()];
-    memset(buf, 0, sizeof buf);
-    memcpy(buf, p, tail * (group_bytes<kType>() / 32));
-    return decode<kType>(buf);
+    if constexpr (kType == WeightType::FP8Block) {
+      return g < groups ? decode_fp8(p, fp8_scale(r, g)) : fp8_from_table(p, tail, fp8_scale(r, g));
+    } else {
+      if (g < groups) return decode<kType>(p);
+      alignas(64) uint8_t buf[group_bytes<kType>()];
+      memset(buf, 0, sizeof buf);
+      memcpy(buf, p, tail * (group_bytes<kType>() / 32));
+      return decode<kType>(buf);
+    }
   }
 
   size_t padded_groups() const { return groups + (tail ? 1 : 0); }
@@ -94,7 +166,7 @@ struct RowSource {
   }
 };
 
-// The T = 1 path, and small T for F32/BF16/int8-row (fused_max_rows): y = W x
+// The T = 1 path, and small T for F32/BF16/int8-row/FP8Block (fused_max_rows): y = W x
 // with the decode fused into the loop, so every weight byte is streamed once
 // per run of TT x rows (xs floats apart; y rows ys apart). R rows advance
 // together, one group at a time: each x load then serves R rows, which
@@ -142,7 +214,7 @@ void rows_single(const WeightView& w, const float* x, float* y, size_t row_begin
   for (; r < row_end; ++r) fused_rows<kType, 1, 1>(src, w, x, 0, y, 0, r);
 }
 
-// F32/BF16/int8-row at 2 <= T <= fused_max_rows: the fused loop over runs of up
+// F32/BF16/int8-row/FP8Block at 2 <= T <= fused_max_rows: the fused loop over runs of up
 // to four x rows (2 rows x 4 x rows x 2 = 16 accumulators). Below about eight
 // x rows the batched path's decode into scratch and its reloads cost more
 // than they save (T = 2 ran no faster per row than T = 1).
@@ -171,7 +243,7 @@ void rows_small_batch(const WeightView& w, const float* x, size_t xs, size_t T, 
 }
 
 // Writes x's T rows (xs floats apart) into x_split, de-interleaved as the
-// MXFP4 loops below want them: per 32-column group, the even columns then the
+// MXFP4 and Int4Group32 loops below want them: per 32-column group, the even columns then the
 // odd ones.
 void split_even_odd(const float* x, size_t xs, size_t T, size_t groups, float* x_split) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -184,17 +256,18 @@ void split_even_odd(const float* x, size_t xs, size_t T, size_t groups, float* x
     }
 }
 
-// MXFP4 at T > 1: the T = 1 loop's even/odd decode, done once per group in
-// registers and used by TT x rows, instead of a decode into the scratch block
-// as the other types do. That decode (six shuffles and two stores per group)
+// MXFP4 and Int4Group32 (whose bytes are packed alike, two codes each, low
+// nibble first; only the 16-entry table differs) at T > 1: the T = 1 loop's
+// even/odd decode, done once per group in registers and used by TT x rows,
+// instead of a decode into the scratch block as the other types do. That decode (six shuffles and two stores per group)
 // cost more than the fmas it fed until T reached about 8, so T = 2 ran slower
 // per row than T = 1; decoding again for every run of four x rows is cheaper
 // up to T = 16 and as fast beyond (bench/results/2026-12-03-kernels-roofline.md).
 // Blocking the columns so a run's x stays in L1 made it 1.3x slower: the row
 // streams lost their prefetch. Accumulators: R rows x TT x rows x (even, odd).
-template <int R, int TT>
-void fused_tile_mxfp4(const RowSource<WeightType::MXFP4>& src, const float* x_split, size_t xs, float* y,
-                      size_t y_stride, size_t r0) {
+template <WeightType kType, int R, int TT>
+void fused_tile_nibbles(const RowSource<kType>& src, const float* x_split, size_t xs, float* y, size_t y_stride,
+                        size_t r0) {
   const __m512i to_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   const __m512i to_hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
   const size_t ng = src.groups;
@@ -209,7 +282,7 @@ void fused_tile_mxfp4(const RowSource<WeightType::MXFP4>& src, const float* x_sp
     for (int i = 0; i < R; ++i) {
       size_t r = r0 + i;
       src.prefetch(r, g, R);
-      __m512 lut = _mm512_load_ps(kE2M1ByScale + 16 * size_t{src.scales[r * ng + g]});
+      __m512 lut = src.lut(r, g);
       __m512i bytes =
           _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src.data + r * src.row_bytes + 16 * g)));
       we[i] = _mm512_permutexvar_ps(bytes, lut);
@@ -231,7 +304,7 @@ void fused_tile_mxfp4(const RowSource<WeightType::MXFP4>& src, const float* x_sp
                                               _mm512_permutex2var_ps(even[i][t], to_hi, odd[i][t]));
 }
 
-// MXFP4, T = 1 (fused_tile_mxfp4 above, one x row): a natural-order decode
+// MXFP4 and Int4Group32, T = 1 (fused_tile_nibbles above, one x row): a natural-order decode
 // costs six port-5 shuffles per group (unpack x2, widen x2, permute x2) and
 // capped the stream near half the memory bandwidth. Here the accumulators hold the even columns (canonical
 // lanes 0, 2, ..., 30) and the odd ones (lanes 1, 3, ..., 31) instead: one
@@ -240,41 +313,43 @@ void fused_tile_mxfp4(const RowSource<WeightType::MXFP4>& src, const float* x_sp
 // group needs three shuffles. x is de-interleaved the same way once per call,
 // and the two accumulators are put back in canonical lane order before the
 // lane tree, so every lane sees exactly the canonical fma sequence.
-void rows_single_mxfp4(const WeightView& w, const float* x, float* y, size_t row_begin, size_t row_end,
-                       float* x_split) {
-  RowSource<WeightType::MXFP4> src(w);
+template <WeightType kType>
+void rows_single_nibbles(const WeightView& w, const float* x, float* y, size_t row_begin, size_t row_end,
+                         float* x_split) {
+  RowSource<kType> src(w);
   split_even_odd(x, 0, 1, src.groups, x_split);
   size_t r = row_begin;
-  for (; r + 4 <= row_end; r += 4) fused_tile_mxfp4<4, 1>(src, x_split, 0, y, 0, r);
-  for (; r < row_end; ++r) fused_tile_mxfp4<1, 1>(src, x_split, 0, y, 0, r);
+  for (; r + 4 <= row_end; r += 4) fused_tile_nibbles<kType, 4, 1>(src, x_split, 0, y, 0, r);
+  for (; r < row_end; ++r) fused_tile_nibbles<kType, 1, 1>(src, x_split, 0, y, 0, r);
 }
 
 // Rows of one run of TT x rows: pairs, then a last single row.
-template <int TT>
-void fused_run_mxfp4(const RowSource<WeightType::MXFP4>& src, const float* x_split, size_t xs, float* y,
-                     size_t y_stride, size_t row_begin, size_t row_end) {
+template <WeightType kType, int TT>
+void fused_run_nibbles(const RowSource<kType>& src, const float* x_split, size_t xs, float* y, size_t y_stride,
+                       size_t row_begin, size_t row_end) {
   size_t r = row_begin;
-  for (; r + 2 <= row_end; r += 2) fused_tile_mxfp4<2, TT>(src, x_split, xs, y, y_stride, r);
-  if (r < row_end) fused_tile_mxfp4<1, TT>(src, x_split, xs, y, y_stride, r);
+  for (; r + 2 <= row_end; r += 2) fused_tile_nibbles<kType, 2, TT>(src, x_split, xs, y, y_stride, r);
+  if (r < row_end) fused_tile_nibbles<kType, 1, TT>(src, x_split, xs, y, y_stride, r);
 }
 
 // Runs of kRelayoutRows (four) x rows, each split into x_split, then every
 // row of the range over it: 2 rows x 4 x rows x 2 keeps 16 accumulators, the
 // decoded pair and an x pair in registers.
-void rows_fused_mxfp4(const WeightView& w, const float* x, size_t xs, size_t T, float* y, size_t row_begin,
-                      size_t row_end, float* x_split) {
+template <WeightType kType>
+void rows_fused_nibbles(const WeightView& w, const float* x, size_t xs, size_t T, float* y, size_t row_begin,
+                        size_t row_end, float* x_split) {
   static_assert(kRelayoutRows == 4, "the runs below are four x rows");
-  RowSource<WeightType::MXFP4> src(w);
+  RowSource<kType> src(w);
   for (size_t t = 0; t < T; t += 4) {
     const size_t n = T - t < 4 ? T - t : 4;
     split_even_odd(x + t * xs, xs, n, src.groups, x_split);
     const float* xt = x_split;
     float* yt = y + t * w.rows;
     switch (n) {
-      case 4: fused_run_mxfp4<4>(src, xt, xs, yt, w.rows, row_begin, row_end); break;
-      case 3: fused_run_mxfp4<3>(src, xt, xs, yt, w.rows, row_begin, row_end); break;
-      case 2: fused_run_mxfp4<2>(src, xt, xs, yt, w.rows, row_begin, row_end); break;
-      default: fused_run_mxfp4<1>(src, xt, xs, yt, w.rows, row_begin, row_end); break;
+      case 4: fused_run_nibbles<kType, 4>(src, xt, xs, yt, w.rows, row_begin, row_end); break;
+      case 3: fused_run_nibbles<kType, 3>(src, xt, xs, yt, w.rows, row_begin, row_end); break;
+      case 2: fused_run_nibbles<kType, 2>(src, xt, xs, yt, w.rows, row_begin, row_end); break;
+      default: fused_run_nibbles<kType, 1>(src, xt, xs, yt, w.rows, row_begin, row_end); break;
     }
   }
 }
@@ -374,13 +449,13 @@ template <WeightType kType>
 void rows(const WeightView& w, const float* x, size_t xs, size_t T, float* y, size_t row_begin, size_t row_end,
           float* scratch) {
   if (T == 1) {
-    if constexpr (kType == WeightType::MXFP4) {
-      rows_single_mxfp4(w, x, y, row_begin, row_end, scratch + kScratchFixed + kScratchPerT);
+    if constexpr (nibbles<kType>()) {
+      rows_single_nibbles<kType>(w, x, y, row_begin, row_end, scratch + kScratchFixed + kScratchPerT);
     } else {
       rows_single<kType>(w, x, y, row_begin, row_end);
     }
-  } else if constexpr (kType == WeightType::MXFP4) {
-    rows_fused_mxfp4(w, x, xs, T, y, row_begin, row_end, scratch + kScratchFixed + kScratchPerT * T);
+  } else if constexpr (nibbles<kType>()) {
+    rows_fused_nibbles<kType>(w, x, xs, T, y, row_begin, row_end, scratch + kScratchFixed + kScratchPerT * T);
   } else if (T <= fused_max_rows<kType>()) {
     rows_small_batch<kType>(w, x, xs, T, y, row_begin, row_end);
   } else {
@@ -397,6 +472,9 @@ void matmul_rows_avx512(const WeightView& w, const float* x, size_t x_stride, si
     case WeightType::BF16: return rows<WeightType::BF16>(w, x, x_stride, T, y, row_begin, row_end, scratch);
     case WeightType::Int8Row: return rows<WeightType::Int8Row>(w, x, x_stride, T, y, row_begin, row_end, scratch);
     case WeightType::MXFP4: return rows<WeightType::MXFP4>(w, x, x_stride, T, y, row_begin, row_end, scratch);
+    case WeightType::FP8Block: return rows<WeightType::FP8Block>(w, x, x_stride, T, y, row_begin, row_end, scratch);
+    case WeightType::Int4Group32:
+      return rows<WeightType::Int4Group32>(w, x, x_stride, T, y, row_begin, row_end, scratch);
   }
 }
 

@@ -21,22 +21,54 @@ struct Group {
 
 template <WeightType kType>
 constexpr size_t group_bytes() {
-  return kType == WeightType::F32 ? 128 : kType == WeightType::BF16 ? 64 : kType == WeightType::Int8Row ? 32 : 16;
+  return kType == WeightType::F32                                   ? 128
+         : kType == WeightType::BF16                                ? 64
+         : kType == WeightType::Int8Row || kType == WeightType::FP8Block ? 32
+                                                                    : 16;  // MXFP4, Int4Group32
 }
 
-// The MXFP4 lookup of one group: the signed e2m1 table times the group's
-// scale (exact: every entry has at most two significant bits), as 64 bytes
-// for TBL, which looks bytes up in up to four 16-byte registers.
+// The types whose bytes are two 4-bit codes each, low nibble first, decoded
+// through a 16-entry table (MXFP4: e2m1 times the scale; Int4Group32: u - 8
+// times the scale).
+template <WeightType kType>
+constexpr bool nibbles() {
+  return kType == WeightType::MXFP4 || kType == WeightType::Int4Group32;
+}
+
+// The lookup of one group of 4-bit codes: the signed e2m1 table times the
+// group's scale (MXFP4; exact: every entry has at most two significant bits)
+// or u - 8 times the bf16 scale (Int4Group32; exact: at most 12 significant
+// bits), as 64 bytes for TBL, which looks bytes up in up to four 16-byte
+// registers. FP8Block keeps its group's scale in every lane of scale.
 struct Lut {
   uint8x16x4_t bytes;
+  float32x4_t scale;
 };
+
+// FP8Block's first n codes at p times the group's scale, from the exact table
+// (padding +0): the decode of a group that holds a NaN code and of a row's
+// partial last group.
+Group fp8_from_table(const uint8_t* p, size_t n, float32x4_t scale) {
+  const float s = vgetq_lane_f32(scale, 0);
+  float f[32];
+  for (size_t i = 0; i < 32; ++i) f[i] = i < n ? kE4M3[p[i]] * s : 0.0f;
+  Group d;
+  for (int k = 0; k < 8; ++k) d.v[k] = vld1q_f32(f + 4 * k);
+  return d;
+}
 
 // Decodes the 32 weights at p exactly. MXFP4: byte j holds column 2j in its
 // low nibble and 2j + 1 in its high one; ZIP interleaves the two nibble
 // vectors into one code per column (columns 0-15, then 16-31). For the four
 // columns of a vector, TBL repeats each code four times, and code * 4 + (0, 1,
 // 2, 3) are the byte offsets of its float in the table, which a second TBL
-// gathers. Code 8 is -0.0, as the definition says.
+// gathers. Code 8 is -0.0, as the definition says. Int4Group32 is packed
+// alike (a little-endian word's nibble k is byte k / 2's low or high nibble)
+// and takes the same path with its own table. FP8Block: e4m3 x 2^-8 through
+// fp16 as kernel_table.h says (kE4M3HalfBits: sign-extend to 16 bits, shift
+// left by 7, mask, convert), exact, times the group's scale x 2^8, the
+// definition's one rounding; a group holding a NaN code, or whose scale x
+// 2^8 overflows, takes the table.
 template <WeightType kType>
 inline Group decode(const uint8_t* p, const Lut& lut) {
   Group d;
@@ -62,6 +94,26 @@ inline Group decode(const uint8_t* p, const Lut& lut) {
       d.v[4 * h + 2] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi)));
       d.v[4 * h + 3] = vcvtq_f32_s32(vmovl_high_s16(hi));
     }
+  } else if constexpr (kType == WeightType::FP8Block) {
+    const float scale = vgetq_lane_f32(lut.scale, 0), scaled = scale * kE4M3HalfScale;
+    const uint8x16_t raw[2] = {vld1q_u8(p), vld1q_u8(p + 16)};
+    const uint8x16_t sign = vdupq_n_u8(0x80);
+    const uint8x16_t nan = vorrq_u8(vceqq_u8(vorrq_u8(raw[0], sign), vdupq_n_u8(0xFF)),
+                                    vceqq_u8(vorrq_u8(raw[1], sign), vdupq_n_u8(0xFF)));
+    uint32_t scaled_bits;
+    memcpy(&scaled_bits, &scaled, 4);
+    if (vmaxvq_u8(nan) != 0 || (scaled_bits & 0x7F800000u) == 0x7F800000u) return fp8_from_table(p, 32, lut.scale);
+    const float32x4_t s = vdupq_n_f32(scaled);
+    const int16x8_t half_bits = vdupq_n_s16(static_cast<int16_t>(kE4M3HalfBits));
+    for (int h = 0; h < 2; ++h) {
+      const int8x16_t b = vreinterpretq_s8_u8(raw[h]);
+      const float16x8_t lo = vreinterpretq_f16_s16(vandq_s16(vshlq_n_s16(vmovl_s8(vget_low_s8(b)), 7), half_bits));
+      const float16x8_t hi = vreinterpretq_f16_s16(vandq_s16(vshlq_n_s16(vmovl_high_s8(b), 7), half_bits));
+      d.v[4 * h + 0] = vmulq_f32(vcvt_f32_f16(vget_low_f16(lo)), s);
+      d.v[4 * h + 1] = vmulq_f32(vcvt_high_f32_f16(lo), s);
+      d.v[4 * h + 2] = vmulq_f32(vcvt_f32_f16(vget_low_f16(hi)), s);
+      d.v[4 * h + 3] = vmulq_f32(vcvt_high_f32_f16(hi), s);
+    }
   } else {
     static const uint8_t kRepeat[4][16] = {{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3},
                                            {4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7},
@@ -86,32 +138,51 @@ struct RowSource {
   const uint8_t* data;
   const uint8_t* scales;
   size_t groups, tail, row_bytes;
+  size_t scale_blocks;  // FP8Block: scale blocks per block row, ceil(cols / 128)
 
   explicit RowSource(const WeightView& w)
       : data(static_cast<const uint8_t*>(w.data)),
         scales(static_cast<const uint8_t*>(w.scales)),
         groups(w.cols / 32),
         tail(w.cols % 32),
-        row_bytes(kType == WeightType::MXFP4 ? w.cols / 2 : w.cols * (group_bytes<kType>() / 32)) {}
+        row_bytes(nibbles<kType>() ? w.cols / 2 : w.cols * (group_bytes<kType>() / 32)),
+        scale_blocks((w.cols + kFp8BlockSize - 1) / kFp8BlockSize) {}
 
   Lut lut(size_t r, size_t g) const {
     Lut l;
+    l.scale = vdupq_n_f32(0.0f);
     if constexpr (kType == WeightType::MXFP4) {
       // The group's row of the scaled table (kernel_table.h): four loads
       // instead of four multiplies.
       l.bytes = vld1q_u8_x4(reinterpret_cast<const uint8_t*>(kE2M1ByScale + 16 * size_t{scales[r * groups + g]}));
+    } else if constexpr (kType == WeightType::Int4Group32) {
+      uint16_t h;
+      memcpy(&h, scales + 2 * (r * groups + g), 2);
+      const float32x4_t scale = vreinterpretq_f32_u32(vdupq_n_u32(uint32_t{h} << 16));  // bf16 -> fp32, exact
+      const float32x4x4_t values = vld1q_f32_x4(kInt4Signed);
+      l.bytes.val[0] = vreinterpretq_u8_f32(vmulq_f32(values.val[0], scale));
+      l.bytes.val[1] = vreinterpretq_u8_f32(vmulq_f32(values.val[1], scale));
+      l.bytes.val[2] = vreinterpretq_u8_f32(vmulq_f32(values.val[2], scale));
+      l.bytes.val[3] = vreinterpretq_u8_f32(vmulq_f32(values.val[3], scale));
     } else {
-      (void)r, (void)g;
+      if constexpr (kType == WeightType::FP8Block) {
+        l.scale = vdupq_n_f32(
+            reinterpret_cast<const float*>(scales)[(r / kFp8BlockSize) * scale_blocks + g / (kFp8BlockSize / 32)]);
+      } else {
+        (void)r, (void)g;
+      }
       l.bytes.val[0] = l.bytes.val[1] = l.bytes.val[2] = l.bytes.val[3] = vdupq_n_u8(0);
     }
     return l;
   }
 
-  // Group g of row r; g == groups is the partial last group (never MXFP4),
-  // decoded from a zero-padded copy so padding weights are +0.
+  // Group g of row r; g == groups is the partial last group (F32, BF16,
+  // int8-row and FP8Block only), decoded from a zero-padded copy so padding
+  // weights are +0 (FP8Block: from the table, padding set to +0).
   Group group(size_t r, size_t g) const {
     const uint8_t* p = data + r * row_bytes + g * group_bytes<kType>();
     if (g < groups) return decode<kType>(p, lut(r, g));
+    if constexpr (kType == WeightType::FP8Block) return fp8_from_table(p, tail, lut(r, g).scale);
     alignas(16) uint8_t buf[group_bytes<kType>()];
     memset(buf, 0, sizeof buf);
     memcpy(buf, p, tail * (group_bytes<kType>() / 32));
@@ -265,6 +336,9 @@ void matmul_rows_neon(const WeightView& w, const float* x, size_t x_stride, size
     case WeightType::BF16: return rows<WeightType::BF16>(w, x, x_stride, T, y, row_begin, row_end, scratch);
     case WeightType::Int8Row: return rows<WeightType::Int8Row>(w, x, x_stride, T, y, row_begin, row_end, scratch);
     case WeightType::MXFP4: return rows<WeightType::MXFP4>(w, x, x_stride, T, y, row_begin, row_end, scratch);
+    case WeightType::FP8Block: return rows<WeightType::FP8Block>(w, x, x_stride, T, y, row_begin, row_end, scratch);
+    case WeightType::Int4Group32:
+      return rows<WeightType::Int4Group32>(w, x, x_stride, T, y, row_begin, row_end, scratch);
   }
 }
 

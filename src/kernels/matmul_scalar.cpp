@@ -41,6 +41,28 @@ void decode_run(const WeightView& w, size_t r, size_t c0, size_t n, float* out) 
       }
       break;
     }
+    case WeightType::FP8Block: {
+      // One scale per 128 x 128 block: the code's exact value times it,
+      // rounded once (DeepSeek's weight_dequant in fp32).
+      const uint8_t* codes = static_cast<const uint8_t*>(w.data) + base;
+      const float* scales = static_cast<const float*>(w.scales) +
+                            (r / kFp8BlockSize) * ((w.cols + kFp8BlockSize - 1) / kFp8BlockSize);
+      for (size_t i = 0; i < n; ++i) out[i] = kE4M3[codes[i]] * scales[(c0 + i) / kFp8BlockSize];
+      break;
+    }
+    case WeightType::Int4Group32: {
+      // Column 8j + k is nibble k of the row's word j; (u - 8) times a bf16
+      // scale has at most 12 significant bits, so the product is exact.
+      const uint8_t* words = static_cast<const uint8_t*>(w.data);
+      const uint16_t* scales = static_cast<const uint16_t*>(w.scales);
+      for (size_t i = 0; i < n; ++i) {
+        size_t e = base + i;
+        uint32_t word;
+        std::memcpy(&word, words + 4 * (e / 8), 4);
+        out[i] = kInt4Signed[(word >> (4 * (e % 8))) & 15] * bf16_to_f32(scales[e / 32]);
+      }
+      break;
+    }
   }
 }
 

@@ -371,13 +371,13 @@ TEST(BackendOps, EmbedWidensBf16AndCopiesF32Rows) {
 // matmul / gated_matmul
 
 // Output rows not a multiple of kRowTile (4) nor of a thread count; columns
-// with a partial last 32-group (MXFP4: whole groups), and a second shape over
-// kColBlock (512) so the batched path runs two column blocks.
+// with a partial last 32-group (MXFP4 and int4-group32: whole groups; FP8's
+// last 128-column scale block partial too), and a second shape over kColBlock
+// (512) so the batched path runs two column blocks.
 struct ProductShape {
   size_t rows, cols;
 };
 constexpr ProductShape kProductShapes[] = {{37, kWidth}, {9, 530}};
-size_t cols_for(WeightType type, size_t cols) { return type == WeightType::MXFP4 ? (cols + 31) / 32 * 32 : cols; }
 
 std::vector<float> kernel_matmul(const WeightView& w, const std::vector<float>& x, size_t T) {
   IsaScope scope(Isa::Scalar);

@@ -78,8 +78,21 @@ struct OwnedWeight {
   }
 };
 
+// A random scale whose biased exponent field (the top byte of its fp32 or
+// bf16 bits after the sign) is drawn from [lo, hi], mantissa random: field 0
+// is subnormal, 127 is [1, 2).
+inline uint32_t random_scale_bits(Rng& rng, int lo, int hi) {
+  const uint32_t exponent = static_cast<uint32_t>(lo + static_cast<int>(rng.below(static_cast<uint64_t>(hi - lo + 1))));
+  uint32_t mantissa = static_cast<uint32_t>(rng.below(uint64_t{1} << 23));
+  if (exponent == 0 && mantissa == 0) mantissa = 1;  // a scale must be > 0
+  return exponent << 23 | mantissa;
+}
+
 // Random weights of each type. MXFP4 scale bytes are drawn from
-// [scale_lo, scale_hi]; random packed bytes cover every e2m1 code.
+// [scale_lo, scale_hi]; random packed bytes cover every e2m1 code. FP8Block
+// and Int4Group32 scales (fp32 and bf16) take their exponent field from the
+// same range, so (0, ...) reaches subnormal scales; FP8Block codes cover
+// every e4m3 code except the two NaNs, Int4Group32 nibbles every value.
 inline OwnedWeight random_weight(Rng& rng, WeightType type, size_t rows, size_t cols, int scale_lo = 118,
                                  int scale_hi = 130) {
   OwnedWeight w;
@@ -121,6 +134,30 @@ inline OwnedWeight random_weight(Rng& rng, WeightType type, size_t rows, size_t 
       for (uint8_t& s : w.scales) s = static_cast<uint8_t>(scale_lo + static_cast<int>(rng.below(scale_hi - scale_lo + 1)));
       break;
     }
+    case WeightType::FP8Block: {
+      w.data.resize(n);
+      for (uint8_t& b : w.data) {
+        do b = static_cast<uint8_t>(rng.below(256));
+        while ((b & 0x7F) == 0x7F);
+      }
+      const size_t blocks = ((rows + kFp8BlockSize - 1) / kFp8BlockSize) * ((cols + kFp8BlockSize - 1) / kFp8BlockSize);
+      w.scales.resize(blocks * 4);
+      for (size_t i = 0; i < blocks; ++i) {
+        const uint32_t bits = random_scale_bits(rng, scale_lo, scale_hi);
+        std::memcpy(w.scales.data() + 4 * i, &bits, 4);
+      }
+      break;
+    }
+    case WeightType::Int4Group32: {
+      w.data.resize(n / 2);
+      for (uint8_t& b : w.data) b = static_cast<uint8_t>(rng.below(256));
+      w.scales.resize(n / 32 * 2);
+      for (size_t i = 0; i < n / 32; ++i) {
+        const uint16_t bits = static_cast<uint16_t>(random_scale_bits(rng, scale_lo, scale_hi) >> 16);
+        std::memcpy(w.scales.data() + 2 * i, &bits, 2);
+      }
+      break;
+    }
   }
   return w;
 }
@@ -140,6 +177,13 @@ inline std::vector<double> reference_matmul(const WeightView& w, const std::vect
 
 inline const char* type_name(WeightType t) { return weight_type_name(t); }
 
-constexpr WeightType kAllTypes[] = {WeightType::F32, WeightType::BF16, WeightType::Int8Row, WeightType::MXFP4};
+constexpr WeightType kAllTypes[] = {WeightType::F32,   WeightType::BF16,     WeightType::Int8Row,
+                                    WeightType::MXFP4, WeightType::FP8Block, WeightType::Int4Group32};
+
+// The types whose products take whole 32-column groups only.
+inline bool whole_groups_only(WeightType type) { return type == WeightType::MXFP4 || type == WeightType::Int4Group32; }
+
+// A column count with a partial last group for the types that allow one.
+inline size_t cols_for(WeightType type, size_t cols) { return whole_groups_only(type) ? (cols + 31) / 32 * 32 : cols; }
 
 }  // namespace deltafin::test

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -35,9 +36,6 @@ std::vector<float> one_row_at_a_time(const WeightView& w, const std::vector<floa
   }
   return y;
 }
-
-// A column count with a partial last group for the types that allow one.
-size_t cols_for(WeightType type, size_t cols) { return type == WeightType::MXFP4 ? (cols + 31) / 32 * 32 : cols; }
 
 WeightView f32_row(const std::vector<float>& w) {
   WeightView v;
@@ -175,7 +173,7 @@ TEST(Matmul, BatchedEqualsSingleRowsAndPathsAgree) {
   for (WeightType type : kAllTypes) {
     for (int trial = 0; trial < 10; ++trial) {
       size_t rows = 1 + rng.below(23);
-      size_t cols = type == WeightType::MXFP4 ? 32 * (1 + rng.below(20)) : 1 + rng.below(700);
+      size_t cols = whole_groups_only(type) ? 32 * (1 + rng.below(20)) : 1 + rng.below(700);
       size_t T = trial == 0 ? 70 : 1 + rng.below(70);
       // Scale bytes from 0: subnormal weights go through the same paths.
       OwnedWeight ow = random_weight(rng, type, rows, cols, 0, 140);
@@ -371,4 +369,144 @@ TEST(Matmul, EmptyShapes) {
   w.cols = 4;
   matmul(w, x.data(), 0, y.data());  // T = 0 writes nothing
   EXPECT_EQ(y[0], 7.0f);
+}
+
+// ---------------------------------------------------------------------------
+// The released types: FP8Block (DeepSeek V3, Kimi K2) and Int4Group32 (Kimi
+// K2-Thinking's experts).
+
+namespace {
+
+// FP8Block and Int4Group32 decoded here from their definitions, in float64,
+// without weight_at or the kernel tables: e4m3fn's fields (bias 7, exponent
+// 0 subnormal), the block scale found by its index formula; the int4 word's
+// nibble (little-endian I32), u - 8, the bf16 scale from its bits.
+double e4m3_by_definition(uint8_t code) {
+  const int e = (code >> 3) & 15, m = code & 7;
+  const double v = e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, e - 10);
+  return (code & 0x80) ? -v : v;
+}
+
+double weight_by_definition(const OwnedWeight& w, size_t r, size_t c) {
+  if (w.type == WeightType::FP8Block) {
+    const size_t blocks_per_row = (w.cols + 127) / 128;
+    float scale;
+    std::memcpy(&scale, w.scales.data() + 4 * ((r / 128) * blocks_per_row + c / 128), 4);
+    // At most 4 + 24 significant bits: exact in float64, so this is the
+    // definition's product before its one fp32 rounding.
+    return e4m3_by_definition(w.data[r * w.cols + c]) * static_cast<double>(scale);
+  }
+  const uint8_t* word = w.data.data() + 4 * ((r * w.cols + c) / 8);
+  const uint32_t bits = uint32_t{word[0]} | uint32_t{word[1]} << 8 | uint32_t{word[2]} << 16 | uint32_t{word[3]} << 24;
+  const int q = static_cast<int>((bits >> (4 * (c % 8))) & 15) - 8;
+  uint16_t scale_bits;
+  std::memcpy(&scale_bits, w.scales.data() + 2 * ((r * w.cols + c) / 32), 2);
+  float scale;
+  const uint32_t widened = uint32_t{scale_bits} << 16;
+  std::memcpy(&scale, &widened, 4);
+  return q * static_cast<double>(scale);
+}
+
+// y = W x in float64 from the definition, with each output's error bound.
+// The kernel's sum is the canonical one over fp32 weights: lane fmas (one
+// rounding each, the product exact) then the five-level lane tree, so it is
+// within gamma(D) * sum |w32 x| of sum w32 x, D = ceil(cols / 32) + 5
+// (Higham, ch. 3-4; u = 2^-24, gamma(D) = D u / (1 - D u)). Int4Group32's
+// w32 is the definition's weight exactly. FP8Block's is it rounded once,
+// w32 = w (1 + e), |e| <= u (normal results: the scales here keep every
+// weight normal), which adds u * sum |w x|; gamma(D) (1 + u) + u <=
+// gamma(D + 1). So |y - ref| <= gamma(D + 1) * sum |w x| for both.
+struct DefinitionRef {
+  std::vector<double> value, bound;
+};
+
+DefinitionRef reference_by_definition(const OwnedWeight& w, const std::vector<float>& x, size_t T) {
+  const double u = std::ldexp(1.0, -24), depth = static_cast<double>((w.cols + 31) / 32 + 5 + 1);
+  const double gamma = depth * u / (1 - depth * u);
+  DefinitionRef ref;
+  for (size_t t = 0; t < T; ++t)
+    for (size_t r = 0; r < w.rows; ++r) {
+      double acc = 0, mag = 0;
+      for (size_t c = 0; c < w.cols; ++c) {
+        const double p = weight_by_definition(w, r, c) * x[t * w.cols + c];
+        acc += p;
+        mag += std::fabs(p);
+      }
+      ref.value.push_back(acc);
+      ref.bound.push_back(gamma * mag);
+    }
+  return ref;
+}
+
+}  // namespace
+
+// Every path at T = 1, 2, 3, 7, 33, 130, on shapes with the released types'
+// edges: FP8Block over two block rows (130 rows, the second block 2 rows) and
+// 200 columns (a partial 128-column block and a partial 32-column group);
+// Int4Group32 at 96 and 224 columns (3 and 7 groups: no whole 128-block).
+// Each output has the scalar path's bits, the bits of T one-row products and
+// those of 2 and 3 threads, and is within the bound of the float64 product
+// decoded from the definition.
+TEST(Matmul, ReleasedTypesAgreeEverywhereAndMatchTheDefinition) {
+  Rng rng(11);
+  ThreadPool pool2(2), pool3(3);
+  struct Case {
+    WeightType type;
+    size_t rows, cols;
+  };
+  const Case cases[] = {{WeightType::FP8Block, 130, 200},
+                        {WeightType::FP8Block, 5, 128},
+                        {WeightType::Int4Group32, 37, 96},
+                        {WeightType::Int4Group32, 6, 224}};
+  for (const Case& k : cases) {
+    const OwnedWeight ow = random_weight(rng, k.type, k.rows, k.cols);
+    for (size_t T : {size_t{1}, size_t{2}, size_t{3}, size_t{7}, size_t{33}, size_t{130}}) {
+      const std::vector<float> x = random_floats(rng, T * k.cols);
+      const std::string what = std::string(type_name(k.type)) + " [" + std::to_string(k.rows) + ", " +
+                               std::to_string(k.cols) + "] T=" + std::to_string(T);
+      std::vector<float> scalar_y;
+      {
+        IsaScope scope(Isa::Scalar);
+        scalar_y = run(ow.view(), x, T);
+      }
+      const DefinitionRef ref = reference_by_definition(ow, x, T);
+      for (size_t i = 0; i < scalar_y.size(); ++i)
+        ASSERT_LE(std::fabs(scalar_y[i] - ref.value[i]), ref.bound[i]) << what << " output " << i;
+      for (Isa isa : supported_isas()) {
+        IsaScope scope(isa);
+        EXPECT_TRUE(same_bits(run(ow.view(), x, T), scalar_y)) << what << " " << isa_name(isa) << " vs scalar";
+        EXPECT_TRUE(same_bits(one_row_at_a_time(ow.view(), x, T), scalar_y)) << what << " " << isa_name(isa) << " rows alone";
+        if (T == 1 || T == 7 || T == 130) {
+          EXPECT_TRUE(same_bits(run(ow.view(), x, T, &pool2), scalar_y)) << what << " " << isa_name(isa) << " 2 threads";
+          EXPECT_TRUE(same_bits(run(ow.view(), x, T, &pool3), scalar_y)) << what << " " << isa_name(isa) << " 3 threads";
+        }
+      }
+    }
+  }
+}
+
+// The matmul argument checks for the released types: Int4Group32 takes whole
+// 32-column groups (FP8Block any width), and both need their scales.
+TEST(Matmul, ReleasedTypesRejectBadArguments) {
+  std::vector<uint8_t> data(2 * 48), scales(64);
+  std::vector<float> x(48), y(2);
+  WeightView w{WeightType::Int4Group32, 2, 48, data.data(), scales.data()};
+  try {
+    matmul(w, x.data(), 1, y.data());
+    FAIL() << "int4-group32 with cols = 48 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("int4-group32 weight [2, 48]: cols must be a multiple of 32"), std::string::npos)
+        << e.what();
+  }
+  w.type = WeightType::FP8Block;
+  EXPECT_NO_THROW(matmul(w, x.data(), 1, y.data()));  // FP8Block: 48 columns is one partial block
+  for (WeightType type : {WeightType::FP8Block, WeightType::Int4Group32}) {
+    WeightView unscaled{type, 2, 32, data.data(), nullptr};
+    try {
+      matmul(unscaled, x.data(), 1, y.data());
+      FAIL() << type_name(type) << " without scales accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("has no scales"), std::string::npos) << e.what();
+    }
+  }
 }

@@ -6,7 +6,7 @@ namespace deltafin {
 
 namespace {
 
-constexpr size_t kBlock = 128;  // the FP8 releases' scale block (weight_block_size)
+constexpr size_t kBlock = kFp8BlockSize;  // the FP8 releases' scale block (weight_block_size)
 
 // kv_b's rows of head h (values: offset d_nope) start on a scale block for every head.
 bool block_aligned(const MlaDims& d) { return d.nope % kBlock == 0 && (d.nope + d.dv) % kBlock == 0; }
@@ -69,29 +69,6 @@ uint64_t mla_derive(MlaWeights& w, const MlaDims& d) {
   return w.kv_b_key_t.storage.size() + w.kv_b_values.storage.size();
 }
 
-WeightView row_block(const WeightView& w, size_t first, size_t n) {
-  WeightView v = w;
-  v.rows = n;
-  size_t bytes_per_row = 0;
-  switch (w.type) {
-    case WeightType::F32: bytes_per_row = w.cols * 4; break;
-    case WeightType::BF16: bytes_per_row = w.cols * 2; break;
-    case WeightType::Int8Row: bytes_per_row = w.cols; break;
-    case WeightType::FP8Block:
-      if (first % kBlock != 0) fail("row_block: an FP8 block-scaled matrix sliced at row ", first, ", not on a 128-row block");
-      bytes_per_row = w.cols;
-      break;
-    case WeightType::Int4Group32: bytes_per_row = w.cols / 2; break;
-    case WeightType::MXFP4: fail("row_block: MXFP4 spine matrices do not exist");
-  }
-  if (first + n > w.rows) fail("row_block: rows ", first, " + ", n, " of a ", w.rows, "-row matrix");
-  v.data = static_cast<const uint8_t*>(w.data) + first * bytes_per_row;
-  if (w.type == WeightType::Int8Row) v.scales = static_cast<const uint16_t*>(w.scales) + first;
-  if (w.type == WeightType::FP8Block)
-    v.scales = static_cast<const float*>(w.scales) + first / kBlock * ((w.cols + kBlock - 1) / kBlock);
-  if (w.type == WeightType::Int4Group32) v.scales = static_cast<const uint16_t*>(w.scales) + first * (w.cols / 32);
-  return v;
-}
 
 bool mla_attention(Backend& be, const MlaDims& d, const MlaWeights& w, LatentLayer cache, int64_t base, const Act& x,
                    Act& out, MlaRope rope, const std::function<bool()>& stop) {
@@ -136,7 +113,7 @@ bool mla_attention(Backend& be, const MlaDims& d, const MlaWeights& w, LatentLay
     const WeightView wk = w.kv_b_key_t.view();
     for (size_t h = 0; h < H; ++h) {
       be.copy_cols(q, h * dk, nope, qn, 0);
-      be.matmul(row_block(wk, h * rkv, rkv), qn, qk);
+      be.matmul(weight_rows(wk, h * rkv, rkv), qn, qk);
       be.copy_cols(qk, 0, rkv, qabs, h * R);
       if (rope.cos)
         be.copy_cols(q_rope, h * d.rope, d.rope, qabs, h * R + rkv);
@@ -158,7 +135,7 @@ bool mla_attention(Backend& be, const MlaDims& d, const MlaWeights& w, LatentLay
     const WeightView wv = copied ? w.kv_b_values.view() : w.kv_b.view();
     for (size_t h = 0; h < H; ++h) {
       be.copy_cols(u, h * rkv, rkv, uh, 0);
-      be.matmul(row_block(wv, copied ? h * dv : h * (nope + dv) + nope, dv), uh, oh);
+      be.matmul(weight_rows(wv, copied ? h * dv : h * (nope + dv) + nope, dv), uh, oh);
       be.copy_cols(oh, 0, dv, o, h * dv);
     }
   }

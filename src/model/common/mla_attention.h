@@ -76,8 +76,4 @@ struct MlaRope {
 bool mla_attention(Backend& be, const MlaDims& dims, const MlaWeights& w, LatentLayer cache, int64_t base,
                    const Act& x, Act& out, MlaRope rope, const std::function<bool()>& stop);
 
-// Rows [first, first + n) of a matrix as a view of its own (an error for a
-// type whose rows cannot be sliced there: MXFP4, FP8 off a 128-row block).
-WeightView row_block(const WeightView& w, size_t first, size_t n);
-
 }  // namespace deltafin

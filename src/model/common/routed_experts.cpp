@@ -6,7 +6,8 @@ namespace deltafin {
 
 namespace {
 WeightView view(const ExpertMlp& m, const uint8_t* record, uint64_t values, uint64_t scales, size_t rows, size_t cols) {
-  const bool scaled = m.type == WeightType::MXFP4 || m.type == WeightType::FP8Block || m.type == WeightType::Int4Group32;
+  const bool scaled =
+      m.type == WeightType::MXFP4 || m.type == WeightType::FP8Block || m.type == WeightType::Int4Group32;
   return WeightView{m.type, rows, cols, record + values, scaled ? record + scales : nullptr};
 }
 }  // namespace

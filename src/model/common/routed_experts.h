@@ -28,12 +28,12 @@ namespace deltafin {
 // One expert as its record holds it: a gated MLP
 //   y = down(gate_fn(gate x, up x)), gate and up [mid, in], down [out, mid],
 // each tensor at a byte offset of the record, in one storage type (MXFP4,
-// FP8 block-scaled and INT4 tensors carry their scales at their own offset).
+// FP8Block and Int4Group32 tensors carry their scales at their own offset).
 struct ExpertMlp {
   WeightType type = WeightType::BF16;
   size_t in = 0, mid = 0, out = 0;
   uint64_t gate = 0, up = 0, down = 0;                     // byte offsets of the values
-  uint64_t gate_scales = 0, up_scales = 0, down_scales = 0;  // the scaled types only
+  uint64_t gate_scales = 0, up_scales = 0, down_scales = 0;  // MXFP4, FP8Block, Int4Group32
   Gate fn;
   WeightView gate_view(const uint8_t* record) const;
   WeightView up_view(const uint8_t* record) const;
