@@ -19,7 +19,8 @@ std::string hex_byte(uint8_t b) {
 float e4m3_value(uint8_t code) {
   const int e = (code >> 3) & 15, m = code & 7;
   if (e4m3_is_nan(code)) return std::numeric_limits<float>::quiet_NaN();
-  const float magnitude = e == 0 ? std::ldexp(static_cast<float>(m), -9) : std::ldexp(static_cast<float>(8 + m), e - 10);
+  const float magnitude =
+      e == 0 ? std::ldexp(static_cast<float>(m), -9) : std::ldexp(static_cast<float>(8 + m), e - 10);
   return (code & 0x80) ? -magnitude : magnitude;
 }
 
@@ -35,8 +36,8 @@ void validate_fp8_block(const uint8_t* codes, const float* scales, size_t rows, 
     for (size_t bc = 0; bc < block_cols; ++bc) {
       const float s = scales[br * block_cols + bc];
       if (!std::isfinite(s) || !(s > 0.0f))
-        fail(where, ": scale block (", br, ", ", bc, ") of weight_scale_inv [", block_rows, ", ", block_cols, "] is ", s,
-             ", expected a finite scale > 0");
+        fail(where, ": scale block (", br, ", ", bc, ") of weight_scale_inv [", block_rows, ", ", block_cols,
+             "] is ", s, ", expected a finite scale > 0");
     }
   for (size_t r = 0; r < rows; ++r) {
     const float* block_scales = scales + (r / 128) * block_cols;

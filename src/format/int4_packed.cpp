@@ -51,8 +51,8 @@ void validate_int4_group32(const uint8_t* packed, const uint16_t* scales, size_t
       if (s <= 0x1p124f) continue;
       for (size_t c = g * kInt4GroupSize; c < (g + 1) * kInt4GroupSize; ++c)
         if (!std::isfinite(int4_group32_weight(packed, scales, cols, r, c)))
-          fail(where, ": row ", r, ", group ", g, ": value ", int4_value(int4_nibble(packed, cols, r, c)), " times scale ",
-               s, " decodes to a non-finite weight");
+          fail(where, ": row ", r, ", group ", g, ": value ", int4_value(int4_nibble(packed, cols, r, c)),
+               " times scale ", s, " decodes to a non-finite weight");
     }
 }
 

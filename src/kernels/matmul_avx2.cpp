@@ -37,6 +37,30 @@ bool finite(float f) {
   return (bits & 0x7F800000u) != 0x7F800000u;
 }
 
+// FP8Block's 32 codes at p: e4m3 x 2^-120 by the bit placement of
+// kernel_table.h (kE4M3Bits), exact, times `folded` (the group's scale x
+// 2^120, finite), the definition's one rounding. No code may be NaN.
+Group decode_fp8_unchecked(const uint8_t* p, __m256 folded) {
+  const __m256i bits = _mm256_set1_epi32(static_cast<int>(kE4M3Bits));
+  Group d;
+  for (int k = 0; k < 4; ++k) {
+    __m256i b = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * k)));
+    d.v[k] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(b, 20), bits)), folded);
+  }
+  return d;
+}
+
+// Whether any of the n (a multiple of 32) codes at p is NaN (0x7F, 0xFF).
+bool any_nan_code(const uint8_t* p, size_t n) {
+  const __m256i sign = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi8(-1);
+  __m256i nan = _mm256_setzero_si256();
+  for (size_t i = 0; i < n; i += 32) {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i));
+    nan = _mm256_or_si256(nan, _mm256_cmpeq_epi8(_mm256_or_si256(raw, sign), ones));
+  }
+  return _mm256_movemask_epi8(nan) != 0;
+}
+
 // FP8Block's 32 codes at p, times the group's scale, from the exact table:
 // the decode of a group that holds a NaN code (and of a row's partial last
 // group, whose padding columns must be +0).
@@ -54,8 +78,8 @@ Group fp8_from_table(const uint8_t* p, size_t n, float scale) {
 // its nibble sits in bits 0-3, looks the magnitude up by bits 0-2 and moves
 // bit 3 into the sign (code 8 gives -0.0, as the definition says). For
 // FP8Block and Int4Group32, mag is the group's scale in every lane. FP8Block:
-// e4m3 x 2^-8 through fp16 as kernel_table.h says (kE4M3HalfBits), exact,
-// times the scale x 2^8: the one rounding of the definition. Int4Group32: each quarter is one
+// e4m3 x 2^-120 by the bit placement of kernel_table.h (kE4M3Bits), exact,
+// times the scale x 2^120: the one rounding of the definition. Int4Group32: each quarter is one
 // word, columns in nibble order; u ^ 8 read as a signed 4-bit number is
 // u - 8, so shifting nibble i to the top and back arithmetically gives q,
 // and q times the bf16 scale is exact.
@@ -78,19 +102,9 @@ inline Group decode(const uint8_t* p, __m256 mag) {
       d.v[k] = _mm256_cvtepi32_ps(q);
     }
   } else if constexpr (kType == WeightType::FP8Block) {
-    const float scale = _mm256_cvtss_f32(mag), scaled = scale * kE4M3HalfScale;
-    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    const __m256i nan = _mm256_cmpeq_epi8(_mm256_or_si256(raw, _mm256_set1_epi8(static_cast<char>(0x80))),
-                                          _mm256_set1_epi8(-1));
-    if (_mm256_movemask_epi8(nan) != 0 || !finite(scaled)) return fp8_from_table(p, 32, scale);
-    const __m256 s = _mm256_set1_ps(scaled);
-    const __m256i half_bits = _mm256_set1_epi16(static_cast<short>(kE4M3HalfBits));
-    for (int k = 0; k < 2; ++k) {
-      __m256i b = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k)));
-      __m256i h = _mm256_and_si256(_mm256_slli_epi16(b, 7), half_bits);
-      d.v[2 * k] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), s);
-      d.v[2 * k + 1] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), s);
-    }
+    const float scale = _mm256_cvtss_f32(mag), folded = scale * kE4M3Rescale;
+    if (any_nan_code(p, 32) || !finite(folded)) return fp8_from_table(p, 32, scale);
+    return decode_fp8_unchecked(p, _mm256_set1_ps(folded));
   } else if constexpr (kType == WeightType::Int4Group32) {
     const __m256i to_top = _mm256_setr_epi32(28, 24, 20, 16, 12, 8, 4, 0);
     for (int k = 0; k < 4; ++k) {
@@ -136,6 +150,16 @@ struct RowSource {
   // FP8Block's scale for group g of row r (a 128-column block holds 4 groups).
   float fp8_scale(size_t r, size_t g) const {
     return reinterpret_cast<const float*>(scales)[(r / kFp8BlockSize) * scale_blocks + g / (kFp8BlockSize / 32)];
+  }
+
+  // FP8Block: whether the 128-column block of groups g .. g + 3 of row r
+  // (g a multiple of 4, all four whole) can take decode_fp8_unchecked: no NaN
+  // code and a scale whose x 2^120 is finite, which goes to *folded. Checked
+  // once per row and block instead of per group.
+  bool fp8_block_unchecked(size_t r, size_t g, __m256* folded) const {
+    const float f = fp8_scale(r, g) * kE4M3Rescale;
+    *folded = _mm256_set1_ps(f);
+    return finite(f) && !any_nan_code(data + r * row_bytes + 32 * g, kFp8BlockSize);
   }
 
   __m256 mag(size_t r, size_t g) const {
@@ -199,17 +223,43 @@ void fused_rows(const RowSource<kType>& src, const WeightView& w, const float* x
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < TT; ++t)
       for (int k = 0; k < 4; ++k) a[i][t][k] = _mm256_setzero_ps();
-  for (size_t g = 0; g < ng; ++g) {
+  // Row i's decoded group g into its accumulators.
+  auto accumulate = [&](const Group& d, int i, size_t g) {
+#pragma GCC unroll 4
+    for (int t = 0; t < TT; ++t) {
+      const float* xg = x + t * xs + 32 * g;
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) a[i][t][k] = _mm256_fmadd_ps(d.v[k], _mm256_load_ps(xg + 8 * k), a[i][t][k]);
+    }
+  };
+  size_t g = 0;
+  if constexpr (kType == WeightType::FP8Block) {
+    // Whole 128-column scale blocks: the NaN and scale checks once per row
+    // and block, then four branch-free group decodes; a block that fails
+    // them decodes group by group. Groups stay in column order per row.
+    for (; g + 4 <= src.groups; g += 4) {
+      __m256 folded[R];
+      bool unchecked = true;
+      for (int i = 0; i < R; ++i) unchecked &= src.fp8_block_unchecked(r0 + i, g, &folded[i]);
+      if (unchecked) {
+        for (size_t k = g; k < g + 4; ++k) {
+#pragma GCC unroll 2
+          for (int i = 0; i < R; ++i) {
+            src.prefetch(r0 + i, k, R);
+            accumulate(decode_fp8_unchecked(src.data + (r0 + i) * src.row_bytes + 32 * k, folded[i]), i, k);
+          }
+        }
+      } else {
+        for (size_t k = g; k < g + 4; ++k)
+          for (int i = 0; i < R; ++i) accumulate(src.group(r0 + i, k), i, k);
+      }
+    }
+  }
+  for (; g < ng; ++g) {
 #pragma GCC unroll 2
     for (int i = 0; i < R; ++i) {
       src.prefetch(r0 + i, g, R);
-      Group d = src.group(r0 + i, g);
-#pragma GCC unroll 4
-      for (int t = 0; t < TT; ++t) {
-        const float* xg = x + t * xs + 32 * g;
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; ++k) a[i][t][k] = _mm256_fmadd_ps(d.v[k], _mm256_load_ps(xg + 8 * k), a[i][t][k]);
-      }
+      accumulate(src.group(r0 + i, g), i, g);
     }
   }
   for (int i = 0; i < R; ++i)

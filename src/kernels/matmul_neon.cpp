@@ -64,11 +64,10 @@ Group fp8_from_table(const uint8_t* p, size_t n, float32x4_t scale) {
 // 2, 3) are the byte offsets of its float in the table, which a second TBL
 // gathers. Code 8 is -0.0, as the definition says. Int4Group32 is packed
 // alike (a little-endian word's nibble k is byte k / 2's low or high nibble)
-// and takes the same path with its own table. FP8Block: e4m3 x 2^-8 through
-// fp16 as kernel_table.h says (kE4M3HalfBits: sign-extend to 16 bits, shift
-// left by 7, mask, convert), exact, times the group's scale x 2^8, the
-// definition's one rounding; a group holding a NaN code, or whose scale x
-// 2^8 overflows, takes the table.
+// and takes the same path with its own table. FP8Block: e4m3 x 2^-120 by
+// the bit placement of kernel_table.h (kE4M3Bits), exact, times the group's
+// scale x 2^120, the definition's one rounding; a group holding a NaN code,
+// or whose scale x 2^120 overflows, takes the table.
 template <WeightType kType>
 inline Group decode(const uint8_t* p, const Lut& lut) {
   Group d;
@@ -95,24 +94,25 @@ inline Group decode(const uint8_t* p, const Lut& lut) {
       d.v[4 * h + 3] = vcvtq_f32_s32(vmovl_high_s16(hi));
     }
   } else if constexpr (kType == WeightType::FP8Block) {
-    const float scale = vgetq_lane_f32(lut.scale, 0), scaled = scale * kE4M3HalfScale;
+    const float scale = vgetq_lane_f32(lut.scale, 0), folded = scale * kE4M3Rescale;
     const uint8x16_t raw[2] = {vld1q_u8(p), vld1q_u8(p + 16)};
     const uint8x16_t sign = vdupq_n_u8(0x80);
     const uint8x16_t nan = vorrq_u8(vceqq_u8(vorrq_u8(raw[0], sign), vdupq_n_u8(0xFF)),
                                     vceqq_u8(vorrq_u8(raw[1], sign), vdupq_n_u8(0xFF)));
-    uint32_t scaled_bits;
-    memcpy(&scaled_bits, &scaled, 4);
-    if (vmaxvq_u8(nan) != 0 || (scaled_bits & 0x7F800000u) == 0x7F800000u) return fp8_from_table(p, 32, lut.scale);
-    const float32x4_t s = vdupq_n_f32(scaled);
-    const int16x8_t half_bits = vdupq_n_s16(static_cast<int16_t>(kE4M3HalfBits));
+    uint32_t folded_bits;
+    memcpy(&folded_bits, &folded, 4);
+    if (vmaxvq_u8(nan) != 0 || (folded_bits & 0x7F800000u) == 0x7F800000u) return fp8_from_table(p, 32, lut.scale);
+    const float32x4_t s = vdupq_n_f32(folded);
+    const uint32x4_t bits = vdupq_n_u32(kE4M3Bits);
     for (int h = 0; h < 2; ++h) {
+      // Sign-extended and shifted left by 4 in 16 bits, then widened with a
+      // further shift by 16: (b << 20) as kernel_table.h has it.
       const int8x16_t b = vreinterpretq_s8_u8(raw[h]);
-      const float16x8_t lo = vreinterpretq_f16_s16(vandq_s16(vshlq_n_s16(vmovl_s8(vget_low_s8(b)), 7), half_bits));
-      const float16x8_t hi = vreinterpretq_f16_s16(vandq_s16(vshlq_n_s16(vmovl_high_s8(b), 7), half_bits));
-      d.v[4 * h + 0] = vmulq_f32(vcvt_f32_f16(vget_low_f16(lo)), s);
-      d.v[4 * h + 1] = vmulq_f32(vcvt_high_f32_f16(lo), s);
-      d.v[4 * h + 2] = vmulq_f32(vcvt_f32_f16(vget_low_f16(hi)), s);
-      d.v[4 * h + 3] = vmulq_f32(vcvt_high_f32_f16(hi), s);
+      const int16x8_t lo = vshlq_n_s16(vmovl_s8(vget_low_s8(b)), 4), hi = vshlq_n_s16(vmovl_high_s8(b), 4);
+      const int32x4_t wide[4] = {vshll_n_s16(vget_low_s16(lo), 16), vshll_high_n_s16(lo, 16),
+                                 vshll_n_s16(vget_low_s16(hi), 16), vshll_high_n_s16(hi, 16)};
+      for (int q = 0; q < 4; ++q)
+        d.v[4 * h + q] = vmulq_f32(vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_s32(wide[q]), bits)), s);
     }
   } else {
     static const uint8_t kRepeat[4][16] = {{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3},

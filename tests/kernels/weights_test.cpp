@@ -357,13 +357,16 @@ TEST(MatmulDecode, E4m3AndInt4TablesHoldTheSpecValues) {
 // the weight exactly, -0 as +0), against e4m3(code) x scale rounded once to fp32
 // (computed here in float64, where the product is exact, then converted), on
 // every path, batched and one row at a time: all 254 finite codes, scales
-// whose products round (full mantissas), scales of 2^8 and above, and scales
-// that make the products subnormal. A row holding a NaN code gives NaN for
+// whose products round (full mantissas), scales either side of 2^8 and far
+// above, and scales that make the products subnormal. A row holding a NaN code gives NaN for
 // every input (NaN x 0), on every path.
 TEST(MatmulDecode, Fp8EveryCodeEveryPath) {
   const size_t rows = 2, cols = 256;  // two 128-column scale blocks, one scale in both
-  const uint32_t scale_bits[] = {0x3F800000u, 0x3F800001u, 0x3FFFFFFFu, 0x3AB4C6E7u, 0x43800000u, 0x4A1234ABu,
-                                 0x0B3A5C17u, 0x00000001u, 0x00654321u};
+  // 1, 1 + 2^-23, 2 - 2^-23, 0.00138 (a realistic weight_scale_inv), 2^8 - 2^-15
+  // and 2^8 (either side of where the SIMD paths' scale x 2^120 overflows,
+  // kernel_table.h), 2.4e6, and scales that make products subnormal.
+  const uint32_t scale_bits[] = {0x3F800000u, 0x3F800001u, 0x3FFFFFFFu, 0x3AB4C6E7u, 0x437FFFFFu,
+                                 0x43800000u, 0x4A1234ABu, 0x0B3A5C17u, 0x00000001u, 0x00654321u};
   // Row r holds the 256 codes rotated by 37r, so each code meets several
   // lanes; the NaN codes 0x7F and 0xFF become 0x00 and 0x80 (NaN rows below).
   std::vector<uint8_t> codes(rows * cols);
@@ -403,10 +406,10 @@ TEST(MatmulDecode, Fp8EveryCodeEveryPath) {
       }
     }
   }
-  // Scales whose value x 2^8 overflows (2^121, 1.5 x 2^120: the SIMD paths'
-  // fp16 route cannot take them, kernel_table.h) and one just under (2^119),
-  // with the codes whose products stay finite (0x00-0x6F, 0x80-0xEF: |v| <=
-  // 120); the same bits on every path as the definition's product.
+  // Large scales (2^121, 1.5 x 2^120, 2^119: the SIMD paths take the table,
+  // their scale x 2^120 overflowing) with the codes whose products stay
+  // finite (0x00-0x6F, 0x80-0xEF: |v| <= 120): the same bits on every path as
+  // the definition's product.
   for (uint32_t sb : {0x7C000000u, 0x7BC00000u, 0x7B000000u}) {
     const float scale = f32_from_bits(sb);
     std::vector<uint8_t> big(2 * 224);
@@ -430,8 +433,10 @@ TEST(MatmulDecode, Fp8EveryCodeEveryPath) {
         }
     }
   }
-  // NaN codes: in a whole group and in the partial last group of a 40-column row.
-  for (size_t width : {size_t{64}, size_t{40}}) {
+  // NaN codes: in a whole group, in the partial last group of a 40-column
+  // row, and in the second 128-column block of a 256-column row (the SIMD
+  // paths check whole blocks, then decode them without a test per group).
+  for (size_t width : {size_t{64}, size_t{40}, size_t{256}}) {
     for (uint8_t nan_code : {uint8_t{0x7F}, uint8_t{0xFF}}) {
       std::vector<uint8_t> c(3 * width, 0x38);
       c[width + width - 3] = nan_code;  // row 1 only
