@@ -2,6 +2,7 @@
 //   membw/sum/<isa>                         read bandwidth: sum() over a 1 GiB float array
 //   membw/sum4streams/<isa>                 the same array read as 4 interleaved streams
 //   matmul/<type>/<rows>x<cols>/<isa>       y = W x (T = 1): weight bytes/s and GFLOP/s
+//                                           (2048x7168: bf16, mxfp4, fp8-block, int4-group32)
 //   batched/<type>/3072x3584/T<T>/<isa>     T = 1, 2, 4, ..., 64: rows (positions) per second
 //   peak/fma                                this thread's FMA peak (the compute roof)
 //   math/{tanhf,expf}/{portable,glibc}      ns per call (items/s) of portable_math.h's and glibc's
@@ -83,6 +84,8 @@ MatrixSet make_set(WeightType type, size_t rows, size_t cols) {
     case WeightType::BF16: s.data_bytes = n * 2; break;
     case WeightType::Int8Row: s.data_bytes = n, s.scale_bytes = rows * 2; break;
     case WeightType::MXFP4: s.data_bytes = n / 2, s.scale_bytes = n / 32; break;
+    case WeightType::FP8Block: s.data_bytes = n, s.scale_bytes = ((rows + 127) / 128) * ((cols + 127) / 128) * 4; break;
+    case WeightType::Int4Group32: s.data_bytes = n / 2, s.scale_bytes = n / 32 * 2; break;
   }
   size_t per_copy = s.data_bytes + s.scale_bytes;
   s.copies = (kMinWorkingSet + per_copy - 1) / per_copy;
@@ -102,7 +105,17 @@ MatrixSet make_set(WeightType type, size_t rows, size_t cols) {
       uint16_t b = random_bf16_bits(next(seed));
       std::memcpy(d + i, &b, 2);
     }
-  } else {  // int8 values and e2m1 nibbles: any byte is valid
+  } else if (type == WeightType::FP8Block) {
+    // e4m3 codes of magnitude 2^0 .. 2^7 x (1 + m/8), sign random: a real
+    // block's scale is its amax / 448, so most of its codes are large, and
+    // the subnormal ones (|value| < 2^-6, a normal block's weights under
+    // about 1.4e-4 sigma: 1 in 10^4) are left out.
+    for (size_t i = 0; i < total; ++i) {
+      uint64_t r = next(seed);
+      const uint8_t exponent = static_cast<uint8_t>(7 + (r >> 8) % 8);  // 2^0 .. 2^7
+      d[i] = static_cast<uint8_t>((r & 0x80) | exponent << 3 | ((r >> 4) & 7));
+    }
+  } else {  // int8 values, e2m1 and int4 nibbles: any byte is valid
     for (size_t i = 0; i < total; i += 8) {
       uint64_t r = next(seed);
       std::memcpy(d + i, &r, 8);
@@ -116,6 +129,16 @@ MatrixSet make_set(WeightType type, size_t rows, size_t cols) {
   } else if (type == WeightType::MXFP4) {
     uint8_t* sc = s.scales.get();
     for (size_t i = 0; i < s.scale_bytes * s.copies; ++i) sc[i] = uint8_t(118 + next(seed) % 13);
+  } else if (type == WeightType::FP8Block) {
+    for (size_t i = 0; i < s.scale_bytes * s.copies; i += 4) {
+      const float scale = 1e-4f * float(1 + next(seed) % 64);  // weight_scale_inv: amax / 448 of a block
+      std::memcpy(s.scales.get() + i, &scale, 4);
+    }
+  } else if (type == WeightType::Int4Group32) {
+    for (size_t i = 0; i < s.scale_bytes * s.copies; i += 2) {
+      const uint16_t h = random_bf16_bits(next(seed)) & 0x7FFF;  // positive
+      std::memcpy(s.scales.get() + i, &h, 2);
+    }
   }
   return s;
 }
@@ -259,6 +282,10 @@ void register_all() {
   for (WeightType t : {WeightType::BF16, WeightType::MXFP4})
     for (auto& s : expert) cases.push_back({t, s[0], s[1]});
   cases.push_back({WeightType::Int8Row, 3072, 3584});  // the batched sweep's int8-row case
+  // DeepSeek V3 / Kimi K2's expert gate and up projection [2048, 7168], in
+  // the released FP8 and INT4 beside BF16 and MXFP4.
+  for (WeightType t : {WeightType::BF16, WeightType::MXFP4, WeightType::FP8Block, WeightType::Int4Group32})
+    cases.push_back({t, 2048, 7168});
 
   for (const Case& c : cases) {
     for (Isa isa : isas) {
