@@ -61,7 +61,7 @@ TEST(Fp8, BlockWeightUsesItsBlockAndRoundsOnce) {
 
 namespace {
 
-const std::string kWhere = "model-00007-of-000163.safetensors: tensor 'model.layers.3.mlp.experts.7.up_proj.weight'";
+const std::string kFp8Where = "model-00007-of-000163.safetensors: tensor 'model.layers.3.mlp.experts.7.up_proj.weight'";
 
 }  // namespace
 
@@ -70,7 +70,7 @@ TEST(Fp8, ValidMatrixAccepted) {
   std::vector<uint8_t> codes(rows * cols);
   for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i % 127);  // 0x00..0x7E
   const std::vector<float> scales = {1e-4f, 2.5e-3f, 0x1p-140f, 3.0e30f};  // a subnormal scale is still > 0
-  EXPECT_NO_THROW(validate_fp8_block(codes.data(), scales.data(), rows, cols, kWhere));
+  EXPECT_NO_THROW(validate_fp8_block(codes.data(), scales.data(), rows, cols, kFp8Where));
 }
 
 TEST(Fp8, NanCodeRefusedByPosition) {
@@ -78,11 +78,11 @@ TEST(Fp8, NanCodeRefusedByPosition) {
   std::vector<uint8_t> codes(rows * cols, 0x38);
   const std::vector<float> scales(4, 1e-3f);
   codes[129 * cols + 150] = 0x7F;
-  EXPECT_FAILS_WITH(validate_fp8_block(codes.data(), scales.data(), rows, cols, kWhere), kWhere, "row 129, column 150",
+  EXPECT_FAILS_WITH(validate_fp8_block(codes.data(), scales.data(), rows, cols, kFp8Where), kFp8Where, "row 129, column 150",
                     "code 0x7f is NaN");
   codes[129 * cols + 150] = 0x38;
   codes[3] = 0xFF;
-  EXPECT_FAILS_WITH(validate_fp8_block(codes.data(), scales.data(), rows, cols, kWhere), kWhere, "row 0, column 3",
+  EXPECT_FAILS_WITH(validate_fp8_block(codes.data(), scales.data(), rows, cols, kFp8Where), kFp8Where, "row 0, column 3",
                     "code 0xff is NaN");
 }
 
@@ -93,7 +93,7 @@ TEST(Fp8, BadScalesRefusedByBlock) {
   for (float b : bad) {
     std::vector<float> scales(4, 1e-3f);
     scales[3] = b;
-    EXPECT_FAILS_WITH(validate_fp8_block(codes.data(), scales.data(), rows, cols, kWhere), kWhere,
+    EXPECT_FAILS_WITH(validate_fp8_block(codes.data(), scales.data(), rows, cols, kFp8Where), kFp8Where,
                       "scale block (1, 1) of weight_scale_inv [2, 2]", "expected a finite scale > 0");
   }
 }
@@ -103,12 +103,12 @@ TEST(Fp8, OverflowingBlockRefused) {
   const size_t rows = 2, cols = 130;
   std::vector<uint8_t> codes(rows * cols, 0x38);
   const std::vector<float> scales = {1.0f, 1e36f};
-  EXPECT_NO_THROW(validate_fp8_block(codes.data(), scales.data(), rows, cols, kWhere));
+  EXPECT_NO_THROW(validate_fp8_block(codes.data(), scales.data(), rows, cols, kFp8Where));
   codes[1 * cols + 129] = 0xFE;
-  EXPECT_FAILS_WITH(validate_fp8_block(codes.data(), scales.data(), rows, cols, kWhere), kWhere, "row 1, column 129",
+  EXPECT_FAILS_WITH(validate_fp8_block(codes.data(), scales.data(), rows, cols, kFp8Where), kFp8Where, "row 1, column 129",
                     "code 0xfe", "non-finite");
   // The same code in the block with scale 1 is fine.
   codes[1 * cols + 129] = 0x38;
   codes[1 * cols + 127] = 0xFE;
-  EXPECT_NO_THROW(validate_fp8_block(codes.data(), scales.data(), rows, cols, kWhere));
+  EXPECT_NO_THROW(validate_fp8_block(codes.data(), scales.data(), rows, cols, kFp8Where));
 }

@@ -26,7 +26,7 @@ std::vector<uint8_t> le_bytes(const std::vector<uint32_t>& words) {
   return out;
 }
 
-const std::string kWhere = "model-00012-of-000062.safetensors: tensor 'model.layers.9.mlp.experts.100.down_proj'";
+const std::string kInt4Where = "model-00012-of-000062.safetensors: tensor 'model.layers.9.mlp.experts.100.down_proj'";
 
 }  // namespace
 
@@ -93,17 +93,17 @@ TEST(Int4Packed, ValidationNamesTheTensor) {
   const size_t rows = 3, cols = 64;
   const std::vector<uint8_t> packed(rows * cols / 2, 0x00);  // every value -8
   std::vector<uint16_t> scales(rows * 2, 0x3C23);            // bf16 0.00995
-  EXPECT_NO_THROW(validate_int4_group32(packed.data(), scales.data(), rows, cols, kWhere));
+  EXPECT_NO_THROW(validate_int4_group32(packed.data(), scales.data(), rows, cols, kInt4Where));
   scales[1] = 0x0001;  // a subnormal scale is > 0: accepted
-  EXPECT_NO_THROW(validate_int4_group32(packed.data(), scales.data(), rows, cols, kWhere));
+  EXPECT_NO_THROW(validate_int4_group32(packed.data(), scales.data(), rows, cols, kInt4Where));
   const uint16_t bad[] = {0x0000, 0x8000, 0xBC23, 0x7F80, 0x7FC0};  // +0, -0, negative, +inf, NaN
   for (uint16_t b : bad) {
     scales[5] = b;
-    EXPECT_FAILS_WITH(validate_int4_group32(packed.data(), scales.data(), rows, cols, kWhere), kWhere,
+    EXPECT_FAILS_WITH(validate_int4_group32(packed.data(), scales.data(), rows, cols, kInt4Where), kInt4Where,
                       "row 2, group 1", "expected a finite scale > 0");
   }
   scales[5] = 0x3C23;
-  EXPECT_FAILS_WITH(validate_int4_group32(packed.data(), scales.data(), rows, 48, kWhere), kWhere, "48 columns",
+  EXPECT_FAILS_WITH(validate_int4_group32(packed.data(), scales.data(), rows, 48, kInt4Where), kInt4Where, "48 columns",
                     "multiple of the INT4 group size 32");
 }
 
@@ -113,11 +113,11 @@ TEST(Int4Packed, OverflowingGroupRefused) {
   const size_t rows = 1, cols = 64;
   std::vector<uint8_t> packed(cols / 2, 0x88);  // every value 0
   const std::vector<uint16_t> scales = {0x3F80, 0x7F7F};
-  EXPECT_NO_THROW(validate_int4_group32(packed.data(), scales.data(), rows, cols, kWhere));
+  EXPECT_NO_THROW(validate_int4_group32(packed.data(), scales.data(), rows, cols, kInt4Where));
   packed[31] = 0xF8;  // column 63: u = 15, value 7
-  EXPECT_FAILS_WITH(validate_int4_group32(packed.data(), scales.data(), rows, cols, kWhere), kWhere, "row 0, group 1",
+  EXPECT_FAILS_WITH(validate_int4_group32(packed.data(), scales.data(), rows, cols, kInt4Where), kInt4Where, "row 0, group 1",
                     "value 7", "non-finite");
   packed[31] = 0x88;
   packed[0] = 0x00;  // columns 0, 1 in group 0 under scale 1: fine
-  EXPECT_NO_THROW(validate_int4_group32(packed.data(), scales.data(), rows, cols, kWhere));
+  EXPECT_NO_THROW(validate_int4_group32(packed.data(), scales.data(), rows, cols, kInt4Where));
 }
