@@ -31,6 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/deepseek_v3/config.h"
 #include "model/k3_dspark/config.h"
 #include "model/k3_dspark/yarn.h"
 #include "model/kimi_k3/config.h"
@@ -160,6 +161,20 @@ void check_dspark(const deltafin::DSparkConfig& c) {
   }
 }
 
+// An accepted DeepSeek-V3-family config gives finite RoPE frequencies and
+// softmax scale, and an expert record of positive size.
+void check_deepseek_v3(const deltafin::DeepseekV3Config& c) {
+  const deltafin::RopeFreqs r = deltafin::make_rope(c.qk_rope_head_dim, c.rope_theta, c.yarn);
+  for (double f : r.inv_freq)
+    if (!std::isfinite(f)) bad("DeepSeek-V3 RoPE inverse frequency is not finite");
+  if (!std::isfinite(c.softmax_scale()) || !(c.softmax_scale() > 0)) bad("DeepSeek-V3 softmax scale");
+  try {
+    if (c.expert_record_bytes() == 0) bad("DeepSeek-V3 expert record of 0 bytes");
+  } catch (const deltafin::Error&) {
+    // an FP8 record whose values are not a multiple of 4 bytes is refused by name
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -173,5 +188,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   run("Qwen3-MoE", [&] { return deltafin::parse_qwen3_moe_config(root, kSource); }, check_qwen3_moe);
   run("Qwen3", [&] { return deltafin::parse_qwen3_config(root, kSource); }, check_qwen3);
   run("DSpark", [&] { return deltafin::parse_dspark_config(root, kSource); }, check_dspark);
+  run("DeepSeek-V3", [&] { return deltafin::parse_deepseek_v3_config(root, kSource); }, check_deepseek_v3);
   return 0;
 }

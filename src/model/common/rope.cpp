@@ -122,13 +122,5 @@ void rope_tables(const RopeFreqs& r, int64_t start, size_t T, std::vector<float>
   }
 }
 
-void RopeRows::fill(Backend& be, const RopeFreqs& rope, int64_t start, size_t T) {
-  rope_tables(rope, start, T, cos_host, sin_host);
-  const size_t half = rope.inv_freq.size();
-  cos = be.act(T, half);
-  sin = be.act(T, half);
-  be.write(cos, 0, cos_host);
-  be.write(sin, 0, sin_host);
-}
 
 }  // namespace deltafin

@@ -66,7 +66,16 @@ void rope_tables(const RopeFreqs& rope, int64_t start, size_t T, std::vector<flo
 struct RopeRows {
   std::vector<float> cos_host, sin_host;
   Act cos, sin;
-  void fill(Backend& be, const RopeFreqs& rope, int64_t start, size_t T);
+  // Inline so that the parsing half of this file needs no backend (the
+  // config fuzzer links rope.cpp alone).
+  void fill(Backend& be, const RopeFreqs& rope, int64_t start, size_t T) {
+    rope_tables(rope, start, T, cos_host, sin_host);
+    const size_t half = rope.inv_freq.size();
+    cos = be.act(T, half);
+    sin = be.act(T, half);
+    be.write(cos, 0, cos_host);
+    be.write(sin, 0, sin_host);
+  }
 };
 
 }  // namespace deltafin
