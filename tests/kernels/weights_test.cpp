@@ -440,7 +440,7 @@ TEST(MatmulDecode, Fp8EveryCodeEveryPath) {
     for (uint8_t nan_code : {uint8_t{0x7F}, uint8_t{0xFF}}) {
       std::vector<uint8_t> c(3 * width, 0x38);
       c[width + width - 3] = nan_code;  // row 1 only
-      const std::vector<float> s = {1.0f};
+      const std::vector<float> s((width + kFp8BlockSize - 1) / kFp8BlockSize, 1.0f);  // one per column block
       WeightView wn{WeightType::FP8Block, 3, width, c.data(), s.data()};
       for (Isa isa : supported_isas()) {
         IsaScope scope(isa);
