@@ -66,4 +66,21 @@ void ConfigFields::collect_unused(std::vector<std::string>& out) const {
     if (!used_.count(it.key())) out.push_back(it.key());
 }
 
+std::vector<int64_t> ConfigFields::token_ids(const std::string& key) {
+  const nlohmann::json& e = get(key);
+  std::vector<int64_t> ids;
+  if (e.is_number_integer() && e.get<int64_t>() >= 0) {
+    ids.push_back(e.get<int64_t>());
+  } else if (e.is_array()) {
+    for (const nlohmann::json& x : e) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0)
+        fail(source_, ": field ", key, " has an entry ", x.dump(), " that is not a token id");
+      ids.push_back(x.get<int64_t>());
+    }
+  } else {
+    fail(source_, ": field ", key, " = ", e.dump(), ", expected a token id or a list of them");
+  }
+  return ids;
+}
+
 }  // namespace deltafin

@@ -32,6 +32,8 @@ public:
   int64_t integer(const std::string& key, int64_t min_value, int64_t max_value = kMaxConfigSize);
   double positive(const std::string& key);  // finite and > 0; integers accepted
   bool boolean(const std::string& key);
+  // A token id or a list of them (eos_token_id), each >= 0.
+  std::vector<int64_t> token_ids(const std::string& key);
   std::string string(const std::string& key);
   // An optional field that, when present and not null, must equal `expected`:
   // an option the forward pass does not implement.

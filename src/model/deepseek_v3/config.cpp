@@ -147,20 +147,7 @@ DeepseekV3Config parse_deepseek_v3_config(const json& root, const std::string& s
   }
   c.num_nextn_predict_layers = f.has("num_nextn_predict_layers") ? f.integer("num_nextn_predict_layers", 0, 1) : 0;
   if (f.has("bos_token_id")) c.bos_token_id = f.integer("bos_token_id", 0, kNoLimit);
-  if (f.has("eos_token_id")) {
-    const json& e = root.at("eos_token_id");
-    if (e.is_number_integer() && e.get<int64_t>() >= 0) {
-      c.eos_token_ids.push_back(e.get<int64_t>());
-    } else if (e.is_array()) {
-      for (const json& x : e) {
-        if (!x.is_number_integer() || x.get<int64_t>() < 0)
-          fail(source, ": field eos_token_id has an entry ", x.dump(), " that is not a token id");
-        c.eos_token_ids.push_back(x.get<int64_t>());
-      }
-    } else {
-      fail(source, ": field eos_token_id = ", e.dump(), ", expected a token id or a list of them");
-    }
-  }
+  if (f.has("eos_token_id")) c.eos_token_ids = f.token_ids("eos_token_id");
   c.quant = parse_quant(f);
 
   // What the forward pass implements, and nothing else.

@@ -109,20 +109,7 @@ void parse_qwen3_shared_fields(ConfigFields& f, Qwen3Config& c) {
   f.has("max_window_layers");
 
   if (f.has("bos_token_id")) c.bos_token_id = f.integer("bos_token_id", 0, kNoLimit);
-  if (f.has("eos_token_id")) {
-    const json& e = root.at("eos_token_id");
-    if (e.is_number_integer() && e.get<int64_t>() >= 0) {
-      c.eos_token_ids.push_back(e.get<int64_t>());
-    } else if (e.is_array()) {
-      for (const json& x : e) {
-        if (!x.is_number_integer() || x.get<int64_t>() < 0)
-          fail(source, ": field eos_token_id has an entry ", x.dump(), " that is not a token id");
-        c.eos_token_ids.push_back(x.get<int64_t>());
-      }
-    } else {
-      fail(source, ": field eos_token_id = ", e.dump(), ", expected a token id or a list of them");
-    }
-  }
+  if (f.has("eos_token_id")) c.eos_token_ids = f.token_ids("eos_token_id");
 }
 
 Qwen3Config parse_qwen3_config(const json& root, const std::string& source) {
