@@ -32,6 +32,9 @@ void add_model_options(CLI::App* sub, ModelArgs& a) {
   sub->add_option("--chunk-mb", a.chunk_mb, "Store: read size in MB, rounded to 4 KiB")->check(number(0.004096, 1024))->capture_default_str();
   sub->add_flag("--buffered", a.buffered, "Store: buffered reads instead of O_DIRECT, for file systems that refuse it");
   sub->add_option("--trace", a.trace, "Store: write every expert read and hit as JSON lines to this file");
+  sub->add_option("--route-trace", a.route_trace,
+                  "Write every position's route of every MoE layer to this file, as text (for cache studies: "
+                  "cache-sim); resident or store");
   sub->add_option("--fetch-threads", a.fetch_threads, "Streamed store: parallel downloads from the mirror")
       ->transform(whole_number(1, 64))
       ->capture_default_str();
@@ -47,6 +50,7 @@ ModelSource model_source(const ModelArgs& a) {
   s.store = a.store;
   EngineOptions& o = s.options;
   o.threads = a.threads;
+  o.route_trace = a.route_trace;
   if (!a.model.empty()) {
     if (a.cache_gb || a.pin_gb != 0 || !a.trace.empty())
       fail("--cache-gb, --pin-gb and --trace apply to --store runs (with --model every expert is resident)");

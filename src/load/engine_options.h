@@ -41,6 +41,7 @@ struct EngineOptions {
   LookaheadMode lookahead = LookaheadMode::Auto;
   ReadSettings reader;
   std::string trace;               // JSON-lines read trace, "" = none
+  std::string route_trace;         // every route, experts/route_trace.h; "" = none (resident or store)
   bool save_heat = true;           // write the updated heat histogram back to the store
   // Streamed stores (setup --stream): parallel downloads from the mirror and
   // an override of the store's disk budget for fetched experts (GB, 0 = none).
@@ -50,7 +51,8 @@ struct EngineOptions {
 
 // Where a model comes from: a Hugging Face checkpoint directory (every
 // expert read into RAM) or a deltafin store (experts streamed, run as
-// `options` says). Exactly one is given; options.threads applies to both.
+// `options` says). Exactly one is given; options.threads and
+// options.route_trace apply to both.
 struct ModelSource {
   std::string checkpoint;
   std::string store;

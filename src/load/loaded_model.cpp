@@ -1,8 +1,30 @@
 #include "load/loaded_model.h"
 
+#include <cstdio>
+
 #include "remote/expert_fetcher.h"
 
 namespace deltafin {
+
+// The trace is complete up to here whichever way the run ended (a pass that
+// failed midway leaves the routes it computed), so it is always kept. A
+// destructor must not throw: a failed write is reported, and the temporary
+// file is removed.
+LoadedModel::~LoadedModel() {
+  if (!route_trace) return;
+  if (experts) experts->set_route_observer(nullptr);
+  try {
+    route_trace->commit();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "route trace not written: %s\n", e.what());
+  }
+}
+
+void LoadedModel::open_route_trace(const std::string& path) {
+  const ModelSummary& s = summary();
+  route_trace = std::make_unique<RouteTraceWriter>(path, s.layers, s.experts, s.top_k);
+  experts->set_route_observer(route_trace.get());
+}
 
 void LoadedModel::save_heat() {
   if (heat && !store_dir.empty()) heat->save(store_dir);

@@ -15,6 +15,7 @@
 
 #include "load/engine_options.h"
 #include "experts/memory_plan.h"
+#include "experts/route_trace.h"
 #include "load/model_info.h"
 #include "experts/streaming_source.h"
 #include "model/common/causal_model.h"
@@ -32,7 +33,7 @@ namespace deltafin {
 // threads) before the monitor and heat histogram it reports into. Keep that
 // order when adding members.
 struct LoadedModel {
-  virtual ~LoadedModel() = default;
+  virtual ~LoadedModel();
   const FamilyInfo* family = nullptr;
   std::string spine_format = "bf16";  // "bf16", "fp8" (DeepSeek-V3 family, as released) or "int8-row" (not weight-exact, always announced)
   // Store runs only: manifest, heat, monitor, memory plan.
@@ -41,6 +42,8 @@ struct LoadedModel {
   std::unique_ptr<HeatHistogram> heat;
   std::unique_ptr<Monitor> monitor;
   MemoryPlan memory;
+  // --route-trace: told every route by `experts`, committed when the model goes.
+  std::unique_ptr<RouteTraceWriter> route_trace;
 
   std::unique_ptr<ExpertSource> experts;
   StreamingExpertSource* stream = nullptr;  // = experts when streaming
@@ -69,6 +72,8 @@ struct LoadedModel {
 
   // Writes the heat histogram back to the store (atomically), if streaming.
   void save_heat();
+  // Starts a route trace into `path` (experts/route_trace.h).
+  void open_route_trace(const std::string& path);
   // What the model is and where its experts come from, as data (the lines
   // that report it are bench/run_report.h's describe_model).
   ModelInfo info() const;

@@ -18,6 +18,7 @@
 #include "model/deepseek_v3/generator.h"
 #include "model/kimi_k3/generator.h"
 #include "model/qwen3_moe/qwen3_moe_generator.h"
+#include "experts/route_trace.h"
 #include "store/heat.h"
 #include "store/setup.h"
 #include "store/spine_file.h"
@@ -361,3 +362,96 @@ TEST(StreamedHeat, PinnedTierIsWarmedFromTheHeatHistogram) {
 }
 
 }  // namespace
+
+namespace {
+// Every route of a trace, as text lines "layer e0 e1 ...", and each pass's size.
+std::vector<std::string> route_lines(const RouteTrace& t, std::vector<int64_t>* positions) {
+  std::vector<std::string> out;
+  for (const RouteTrace::Pass& p : t.passes) {
+    positions->push_back(p.positions);
+    for (size_t r = 0; r < p.layer.size(); ++r) {
+      std::string line = std::to_string(p.layer[r]);
+      for (int64_t k = 0; k < t.top_k; ++k) line += " " + std::to_string(p.experts[r * t.top_k + k]);
+      out.push_back(line);
+    }
+  }
+  return out;
+}
+}  // namespace
+
+// A route trace holds what the model routed, pass by pass, and a streamed run
+// (through a small cache, so misses and evictions happen) writes the same one
+// as the resident run.
+TEST(RouteTrace, HoldsTheModelsRoutesAndIsTheSameStreamedAsResident) {
+  World& w = tiny();
+  const std::string resident_path = w.root.path() + "/routes-resident.txt";
+  const std::string streamed_path = w.root.path() + "/routes-streamed.txt";
+  std::vector<std::string> last;  // the resident model's routes of its last (decode) pass
+  {
+    auto m = load_resident(w.ckpt, 1);
+    m->open_route_trace(resident_path);
+    logits_of(*m, w.ids, false);  // one prefill pass over every token
+    logits_of(*m, w.ids, true);   // then one pass per token
+    for (int64_t l : w.summary.moe_layers) {
+      const Route& r = m->causal().last_routes()[static_cast<size_t>(l)].at(0);
+      std::string line = std::to_string(l);
+      for (int64_t e : r.experts) line += " " + std::to_string(e);
+      last.push_back(line);
+    }
+    EXPECT_FALSE(fs::exists(resident_path)) << "written under a temporary name until the model goes";
+  }
+  {
+    Case c{"kimi_k3", 1, 0, LookaheadMode::Off, IoEngine::Pread, 1};
+    EngineOptions o = engine_options(c);
+    o.reader.direct = false;
+    o.cache_gb = 3.0 * static_cast<double>(load_store_manifest(w.store(1)).expert_bytes) / 1e9 * 4;
+    auto m = load_store(w.store(1), o);
+    m->open_route_trace(streamed_path);
+    logits_of(*m, w.ids, false);
+    logits_of(*m, w.ids, true);
+    EXPECT_GT(m->stream->counters().misses, 0u);
+  }
+  const RouteTrace t = read_route_trace(resident_path);
+  EXPECT_EQ(t.layers, w.summary.layers);
+  EXPECT_EQ(t.experts, w.summary.experts);
+  EXPECT_EQ(t.top_k, w.summary.top_k);
+  std::vector<int64_t> positions, streamed_positions;
+  const std::vector<std::string> lines = route_lines(t, &positions);
+  // One prefill pass of every token, then one pass per token.
+  std::vector<int64_t> want(w.ids.size() + 1, 1);
+  want[0] = static_cast<int64_t>(w.ids.size());
+  EXPECT_EQ(positions, want);
+  const size_t moe = w.summary.moe_layers.size();
+  ASSERT_EQ(lines.size(), 2 * w.ids.size() * moe);
+  EXPECT_EQ(std::vector<std::string>(lines.end() - static_cast<std::ptrdiff_t>(moe), lines.end()), last);
+  // The prefill pass routed each position as its own decode pass did (a pass equals its parts).
+  for (size_t l = 0; l < moe; ++l)
+    for (size_t p = 0; p < w.ids.size(); ++p)
+      EXPECT_EQ(lines[l * w.ids.size() + p], lines[w.ids.size() * moe + p * moe + l]) << "layer " << l << " position " << p;
+  EXPECT_EQ(route_lines(read_route_trace(streamed_path), &streamed_positions), lines);
+  EXPECT_EQ(streamed_positions, positions);
+}
+
+TEST(RouteTrace, BadFilesAreRefusedNamingTheLine) {
+  test::TempDir d;
+  auto refused = [&](const std::string& text) {
+    const std::string p = d.path() + "/t.txt";
+    std::ofstream(p) << text;
+    try {
+      read_route_trace(p);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string head = "deltafin-route-trace 1 layers=3 experts=4 top_k=2\n";
+  EXPECT_EQ(refused(head + "P 1\nR 1 0 3\nR 2 1 2\n"), "accepted");
+  EXPECT_NE(refused(head + "P 1\nR 1 0 4\n").find(":3: expert 4 is not one of 0 to 3"), std::string::npos);
+  EXPECT_NE(refused(head + "P 1\nR 3 0 1\n").find(":3: layer must be 0 to 2"), std::string::npos);
+  EXPECT_NE(refused(head + "P 1\nR 1 0\n").find(":3: a route of 1 experts; the trace's top_k is 2"), std::string::npos);
+  EXPECT_NE(refused(head + "R 1 0 1\n").find(":2: a route before the first pass"), std::string::npos);
+  EXPECT_NE(refused(head + "P 1\nR 1 0 x\n").find(":3: an expert id is not a whole number"), std::string::npos);
+  EXPECT_NE(refused("deltafin-route-trace 2 layers=3 experts=4 top_k=2\n").find("version \"2\""), std::string::npos);
+  EXPECT_NE(refused("deltafin-route-trace 1 layers=0 experts=4 top_k=2\n").find("layers must be a positive"),
+            std::string::npos);
+}

@@ -9,6 +9,8 @@
 #include <span>
 #include <vector>
 
+#include "model/common/route.h"
+
 namespace deltafin {
 
 // The bytes of one expert record, kept alive while the handle lives. What a
@@ -57,6 +59,14 @@ public:
   // A forward pass over `positions` new positions starts / ended (accounting).
   virtual void begin_pass(size_t /*positions*/) {}
   virtual void end_pass() {}
+
+  // Whoever wants every route (a route trace); null = nobody. The routed
+  // experts block and ExpertPass tell it, whatever the source is.
+  void set_route_observer(RouteObserver* observer) { route_observer_ = observer; }
+  RouteObserver* route_observer() const { return route_observer_; }
+
+private:
+  RouteObserver* route_observer_ = nullptr;
 };
 
 // One forward pass of a source: begin_pass at construction, end_pass at end()
@@ -65,7 +75,10 @@ public:
 // skips end_pass, which drops the pass's unused prefetches and decays heat.
 class ExpertPass {
 public:
-  ExpertPass(ExpertSource& source, size_t positions) : source_(&source) { source.begin_pass(positions); }
+  ExpertPass(ExpertSource& source, size_t positions) : source_(&source) {
+    if (RouteObserver* o = source.route_observer()) o->begin_pass(positions);
+    source.begin_pass(positions);
+  }
   ~ExpertPass() { end(); }
   ExpertPass(const ExpertPass&) = delete;
   ExpertPass& operator=(const ExpertPass&) = delete;

@@ -4,7 +4,9 @@
 // statistics and tests read them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace deltafin {
@@ -21,5 +23,16 @@ struct Route {
 inline constexpr uint64_t route_bytes(int64_t top_k) {
   return static_cast<uint64_t>(top_k) * (sizeof(int64_t) + sizeof(float)) + sizeof(Route) + 2 * 16;
 }
+
+// Told every position's route as a pass computes it (route traces for cache
+// studies: experts/route_trace.h). Called on the engine thread, in pass order:
+// begin_pass once per forward pass, then each MoE layer's routes (a decoded
+// token: one route per layer; a prefill slice: one per row, rows in order).
+class RouteObserver {
+public:
+  virtual ~RouteObserver() = default;
+  virtual void begin_pass(size_t positions) = 0;
+  virtual void routes(int64_t layer, std::span<const Route> routes) = 0;
+};
 
 }  // namespace deltafin

@@ -76,6 +76,7 @@ bool RoutedExperts::run(int64_t layer, const Act& in, size_t first, std::span<co
     fail("routed experts: rows [", in.rows(), ", ", in.width(), "] from ", first, " into [", out.rows(), ", ", out.width(),
          "] for ", routes.size(), " routes of an expert from ", mlp_.in, " to ", mlp_.out);
   if (routes.empty()) return true;
+  if (RouteObserver* o = source_.route_observer()) o->routes(layer, routes);
   plan(routes, first);
   const size_t k = routes[0].experts.size();
   Act expert_out = be_.act(routes.size() * k, mlp_.out);  // [row][slot][out]

@@ -20,7 +20,10 @@ std::unique_ptr<LoadedModel> load_resident(const std::string& dir, int threads) 
 
 std::unique_ptr<LoadedModel> load_model(const ModelSource& s) {
   if (s.checkpoint.empty() == s.store.empty()) fail("give exactly one of --model (checkpoint) or --store (deltafin store)");
-  return s.checkpoint.empty() ? load_store(s.store, s.options) : load_resident(s.checkpoint, s.options.threads);
+  std::unique_ptr<LoadedModel> m =
+      s.checkpoint.empty() ? load_store(s.store, s.options) : load_resident(s.checkpoint, s.options.threads);
+  if (!s.options.route_trace.empty()) m->open_route_trace(s.options.route_trace);
+  return m;
 }
 
 std::unique_ptr<LoadedModel> load_store(const std::string& store_dir, const EngineOptions& o) {
