@@ -20,6 +20,65 @@ constexpr double kTie = 1e-9;
 // whatever is handed out on a tie goes round the drives from layer to layer.
 size_t rotated_rank(size_t drive, size_t k, size_t drives) { return (drive + drives - k % drives) % drives; }
 
+// Interleaves ids over the drives (smooth weighted round robin): each step
+// every drive earns its count, the richest takes the next id and pays E.
+std::vector<uint16_t> interleave(int64_t E, const std::vector<int64_t>& count, size_t k) {
+  const size_t D = count.size();
+  std::vector<uint16_t> drive_of(static_cast<size_t>(E));
+  std::vector<int64_t> credit(D, 0);
+  for (int64_t e = 0; e < E; ++e) {
+    size_t best = 0;
+    bool have = false;
+    for (size_t d = 0; d < D; ++d) {
+      credit[d] += count[d];
+      if (count[d] == 0) continue;
+      if (!have || credit[d] > credit[best] ||
+          (credit[d] == credit[best] && rotated_rank(d, k, D) < rotated_rank(best, k, D)))
+        best = d, have = true;
+    }
+    credit[best] -= E;
+    drive_of[static_cast<size_t>(e)] = static_cast<uint16_t>(best);
+  }
+  return drive_of;
+}
+
+// Hottest first (ties to the lower id), each expert to the drive that would
+// then carry the least heat per unit of weight, among drives still below
+// their file count (ties: the drive with more room left, then rotated order).
+// Unused experts come last and fill the room that is left.
+std::vector<uint16_t> place_by_heat(const double* heat, int64_t E, const std::vector<int64_t>& count,
+                                    const std::vector<double>& w, size_t k) {
+  const size_t D = count.size();
+  std::vector<int64_t> order(static_cast<size_t>(E));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return heat[a] > heat[b]; });
+  double sum = 0;
+  for (int64_t e = 0; e < E; ++e) sum += heat[e];
+  std::vector<double> load(D, 0.0);  // heat as a fraction of the layer's, per unit of weight
+  std::vector<int64_t> room = count;
+  std::vector<uint16_t> drive_of(static_cast<size_t>(E));
+  for (int64_t e : order) {
+    const double h = heat[e] / sum;
+    size_t best = D;
+    for (size_t d = 0; d < D; ++d) {
+      if (room[d] == 0) continue;
+      if (best == D) {
+        best = d;
+        continue;
+      }
+      const double ld = load[d] + h / w[d], lb = load[best] + h / w[best];
+      if (ld < lb - kTie ||
+          (std::fabs(ld - lb) <= kTie &&
+           (room[d] > room[best] || (room[d] == room[best] && rotated_rank(d, k, D) < rotated_rank(best, k, D)))))
+        best = d;
+    }
+    load[best] += h / w[best];
+    --room[best];
+    drive_of[static_cast<size_t>(e)] = static_cast<uint16_t>(best);
+  }
+  return drive_of;
+}
+
 }  // namespace
 
 std::vector<double> placement_weights(const std::vector<double>& bw) {
@@ -53,6 +112,19 @@ std::vector<std::vector<uint16_t>> place_experts(const PlacementInput& in) {
     if (l < 0 || l >= in.layers || (i && l <= in.moe_layers[i - 1]))
       fail("placement: MoE layer list must be ascending layers in [0, ", in.layers, ")");
     is_moe[static_cast<size_t>(l)] = true;
+  }
+  if (!in.heat.empty() && in.heat.size() != static_cast<size_t>(in.layers * E))
+    fail("placement: heat of ", in.heat.size(), " counts for ", in.layers, " layers x ", E, " experts");
+  for (double h : in.heat)
+    if (!(h >= 0) || !std::isfinite(h)) fail("placement: heat counts must be finite and >= 0, got ", h);
+  if (!in.keep_primaries.empty()) {
+    if (in.keep_primaries.size() != static_cast<size_t>(in.layers * E))
+      fail("placement: ", in.keep_primaries.size(), " kept primaries for ", in.layers, " layers x ", E, " experts");
+    for (int64_t l : in.moe_layers)
+      for (int64_t e = 0; e < E; ++e)
+        if (in.keep_primaries[static_cast<size_t>(l * E + e)] >= D)
+          fail("placement: the kept primary of (layer ", l, ", expert ", e, ") is drive ",
+               in.keep_primaries[static_cast<size_t>(l * E + e)], " of ", D);
   }
   if (!in.replicate.empty() && D < 2)
     fail("--replicate-hot: replicating ", in.replicate.size(), " experts needs at least two drives, got one");
@@ -92,28 +164,30 @@ std::vector<std::vector<uint16_t>> place_experts(const PlacementInput& in) {
     for (size_t i = 0; given < E; i = (i + 1) % D, ++given) ++count[by_debt[i]];
     for (size_t d = 0; d < D; ++d) assigned[d] += count[d];
 
-    // Interleave ids over the drives (smooth weighted round robin): each step
-    // every drive earns its count, the richest takes the next id and pays E.
-    std::vector<int64_t> credit(D, 0);
+    const double* layer_heat = in.heat.empty() ? nullptr : in.heat.data() + layer * E;
+    const bool hot = layer_heat && std::any_of(layer_heat, layer_heat + E, [](double h) { return h > 0; });
+    std::vector<uint16_t> drive_of;
+    if (!in.keep_primaries.empty())
+      drive_of.assign(in.keep_primaries.begin() + layer * E, in.keep_primaries.begin() + (layer + 1) * E);
+    else
+      drive_of = hot ? place_by_heat(layer_heat, E, count, w, k) : interleave(E, count, k);
     for (int64_t e = 0; e < E; ++e) {
-      size_t best = 0;
-      bool have = false;
-      for (size_t d = 0; d < D; ++d) {
-        credit[d] += count[d];
-        if (count[d] == 0) continue;
-        if (!have || credit[d] > credit[best] ||
-            (credit[d] == credit[best] && rotated_rank(d, k, D) < rotated_rank(best, k, D)))
-          best = d, have = true;
-      }
-      credit[best] -= E;
-      out[static_cast<size_t>(layer * E + e)] = {static_cast<uint16_t>(best)};
-      ++layer_files[static_cast<size_t>(layer)][best];
+      out[static_cast<size_t>(layer * E + e)] = {drive_of[static_cast<size_t>(e)]};
+      ++layer_files[static_cast<size_t>(layer)][drive_of[static_cast<size_t>(e)]];
     }
   }
 
   std::vector<int64_t> total(D, 0);
   for (const auto& per_layer : layer_files)
     for (size_t d = 0; d < D; ++d) total[d] += per_layer[d];
+  // heat_load[layer][drive]: the layer's heat its primaries put on each drive.
+  std::vector<std::vector<double>> heat_load;
+  if (!in.heat.empty()) {
+    heat_load.assign(static_cast<size_t>(in.layers), std::vector<double>(D, 0.0));
+    for (int64_t l : in.moe_layers)
+      for (int64_t e = 0; e < E; ++e)
+        heat_load[static_cast<size_t>(l)][out[static_cast<size_t>(l * E + e)][0]] += in.heat[static_cast<size_t>(l * E + e)];
+  }
   std::set<std::pair<int64_t, int64_t>> seen;
   for (const auto& [layer, expert] : in.replicate) {
     if (layer < 0 || layer >= in.layers || !is_moe[static_cast<size_t>(layer)] || expert < 0 || expert >= E)
@@ -122,6 +196,8 @@ std::vector<std::vector<uint16_t>> place_experts(const PlacementInput& in) {
       fail("placement: (layer ", layer, ", expert ", expert, ") listed twice for replication");
     std::vector<uint16_t>& drives = out[static_cast<size_t>(layer * E + expert)];
     std::vector<int64_t>& files = layer_files[static_cast<size_t>(layer)];
+    std::vector<double>* heat_on = heat_load.empty() ? nullptr : &heat_load[static_cast<size_t>(layer)];
+    auto load = [&](size_t d) { return (heat_on ? (*heat_on)[d] : static_cast<double>(files[d])) / w[d]; };
     size_t best = D;
     for (size_t d = 0; d < D; ++d) {
       if (d == drives[0]) continue;
@@ -129,9 +205,14 @@ std::vector<std::vector<uint16_t>> place_experts(const PlacementInput& in) {
         best = d;
         continue;
       }
-      const double ld = static_cast<double>(files[d]) / w[d], lb = static_cast<double>(files[best]) / w[best];
+      const double ld = load(d), lb = load(best);
       const double td = static_cast<double>(total[d]) / w[d], tb = static_cast<double>(total[best]) / w[best];
       if (ld < lb - kTie || (std::fabs(ld - lb) <= kTie && td < tb - kTie)) best = d;
+    }
+    if (heat_on) {
+      const double half = in.heat[static_cast<size_t>(layer * E + expert)] / 2;
+      (*heat_on)[drives[0]] -= half;
+      (*heat_on)[best] += half;
     }
     drives.push_back(static_cast<uint16_t>(best));
     ++files[best];

@@ -10,9 +10,17 @@
 //   layer to layer, so no drive always takes the remainder.
 // - Within a layer, expert ids are interleaved over the drives (equal drives:
 //   consecutive ids are on different drives).
+// - With a heat histogram (the one the cache and --replicate-hot read), a
+//   layer's files per drive stay as above, but which experts each drive holds
+//   balances heat instead of ids: hottest first, each to the drive with the
+//   least heat per unit of bandwidth that still has room. Under skewed
+//   routing, id interleaving can put several of the hottest experts on one
+//   drive, which then takes most of a token's reads while the others idle.
 // - Replicas: each hot (layer, expert) gets a second drive, the other drive
-//   with the least load (that layer's files per unit of bandwidth, then the
-//   whole store's), so a replicated read can go where it finishes first.
+//   with the least load (that layer's heat per unit of bandwidth when there
+//   is heat, else its files; then the whole store's files), so a replicated
+//   read can go where it finishes first. A replica takes half its expert's
+//   heat from the primary's drive: reads go to either copy.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +34,12 @@ struct PlacementInput {
   std::vector<int64_t> moe_layers;        // layers that have routed experts, ascending
   std::vector<double> drive_bytes_per_s;  // one per drive, > 0
   std::vector<std::pair<int64_t, int64_t>> replicate;  // (layer, expert) to copy to a second drive
+  // [layer * experts + expert] use counts (store/heat.h), or empty: no heat
+  // (ids interleaved). A layer whose counts are all zero is interleaved too.
+  std::vector<double> heat;
+  // [layer * experts + expert] primary drive to keep (a rerun of setup on the
+  // same drives: moving primaries would rewrite the store), or empty.
+  std::vector<uint16_t> keep_primaries;
 };
 
 // [layer * experts + expert] -> drives, primary first; empty for layers

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -273,8 +274,27 @@ SetupReport run_setup(const SetupOptions& o) {
   pin.experts = E;
   pin.moe_layers = moe_layers;
   pin.drive_bytes_per_s = report.drive_bytes_per_s;
+  // The heat the cache and --replicate-hot read also decides which drive
+  // holds which expert (whole layout), so the hottest spread over the drives.
+  const bool have_heat = file_exists(store + "/heat.json");
+  if (have_heat) {
+    const HeatHistogram heat = HeatHistogram::load(store, L, E);
+    pin.heat.resize(static_cast<size_t>(L * E));
+    for (int64_t l : moe_layers)
+      for (int64_t e = 0; e < E; ++e) pin.heat[static_cast<size_t>(l * E + e)] = heat.at(l, e);
+  }
+  // A rerun on the same drives keeps every primary where it is: placing
+  // afresh (new heat) would move, so rewrite, most of the store.
+  if (previous && !previous->remote && !previous->striped() && previous->drives.size() == drives.size() &&
+      previous->layers == L && previous->experts == E) {
+    pin.keep_primaries.assign(static_cast<size_t>(L * E), 0);
+    for (int64_t l : moe_layers)
+      for (int64_t e = 0; e < E; ++e)
+        if (!previous->entry(l, e).drives.empty())
+          pin.keep_primaries[static_cast<size_t>(l * E + e)] = previous->entry(l, e).drives[0];
+  }
   if (o.replicate_hot > 0) {
-    if (!file_exists(store + "/heat.json")) {
+    if (!have_heat) {
       say(cat("--replicate-hot ", o.replicate_hot, ": nothing replicated: there is no heat histogram yet (",
               store, "/heat.json is written by runs; rerun setup after some use)"));
     } else {
@@ -505,6 +525,21 @@ SetupReport run_setup(const SetupOptions& o) {
         for (uint16_t d : previous->entry(l, e).drives)
           removed += ::unlink(previous->file_on_drive(d, l, e).c_str()) == 0;
     say(cat("layout changed to ", report.layout, ": removed ", removed, " expert files of the old layout"));
+  } else if (previous && !previous->remote && !striped && !previous->striped()) {
+    // Same whole layout, new placement (heat moved experts, replicas came or
+    // went): the old copies the new manifest does not name are removed.
+    size_t removed = 0;
+    std::set<std::string> named;
+    for (int64_t l = 0; l < m.layers; ++l)
+      for (int64_t e = 0; e < m.experts; ++e)
+        for (uint16_t d : m.entry(l, e).drives) named.insert(m.file_on_drive(d, l, e));
+    for (int64_t l = 0; l < previous->layers; ++l)
+      for (int64_t e = 0; e < previous->experts; ++e)
+        for (uint16_t d : previous->entry(l, e).drives) {
+          const std::string f = previous->file_on_drive(d, l, e);
+          if (!named.count(f)) removed += ::unlink(f.c_str()) == 0;
+        }
+    if (removed) say(cat("placement changed: removed ", removed, " expert files the store no longer names"));
   }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;

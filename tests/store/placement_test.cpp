@@ -195,3 +195,43 @@ TEST(Placement, Errors) {
   EXPECT_FAILS_WITH(place_experts(input(4, 8, {1e9, 0})), "drive 1");
   EXPECT_FAILS_WITH(place_experts(input(4, 8, {})), "no drives");
 }
+
+// Layer 1 of 6 experts on two equal drives, heat 10 8 1 6 0 5 (sum 30).
+// Hottest first, each to the drive with the least heat that has room (3 each):
+//   e0 10 -> d0 (tie: more room equal, rotated order starts at d0 in the first MoE layer)
+//   e1  8 -> d1 (0 < 10)         e3 6 -> d1 (14 < 16)     e5 5 -> d0 (15 < 19)
+//   e2  1 -> d1 (15 < 16)        e4 0 -> d0 (d1 is full)
+// so each drive carries 15 of 30, where interleaving ids (0 1 0 1 0 1) gives 11 and 19.
+TEST(Placement, HeatSpreadsTheHottestExpertsWorkedByHand) {
+  PlacementInput in = input(2, 6, {1e9, 1e9});
+  EXPECT_EQ(place_experts(in)[6 + 5], std::vector<uint16_t>{1}) << "without heat, ids alternate";
+  in.heat = {0, 0, 0, 0, 0, 0, 10, 8, 1, 6, 0, 5};
+  using D = std::vector<uint16_t>;
+  const std::vector<D> expected = {{}, {}, {}, {}, {}, {}, {0}, {1}, {1}, {1}, {0}, {0}};
+  EXPECT_EQ(place_experts(in), expected);
+  // A layer with no heat is interleaved as before.
+  PlacementInput cold = input(3, 6, {1e9, 1e9});
+  cold.heat.assign(18, 0.0);
+  for (int64_t e = 0; e < 6; ++e) cold.heat[static_cast<size_t>(12 + e)] = 1.0 + static_cast<double>(e);
+  PlacementInput plain = input(3, 6, {1e9, 1e9});
+  auto with = place_experts(cold), without = place_experts(plain);
+  for (int64_t e = 0; e < 6; ++e) EXPECT_EQ(with[6 + e], without[6 + e]) << "layer 1 expert " << e;
+}
+
+// The replica of a hot expert goes to the drive with the least heat, not the fewest files.
+// Three equal drives, layer 1 of 6 experts kept on drives 0 0 1 1 2 2 with heat
+// 9 0 4 0 1 0: drive loads 9 / 4 / 1. Replicating e0 (9): drives 1 and 2 are the
+// other ones; d2 carries least (1 < 4), so e0's copy goes there, and loads become
+// 4.5 / 4 / 5.5. Then e2 (4): d0 (4.5) beats d2 (5.5).
+TEST(Placement, ReplicasFollowHeatAndPrimariesAreKept) {
+  PlacementInput in = input(2, 6, {1e9, 1e9, 1e9});
+  in.keep_primaries = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2, 2};
+  in.heat = {0, 0, 0, 0, 0, 0, 9, 0, 4, 0, 1, 0};
+  in.replicate = {{1, 0}, {1, 2}};
+  auto p = place_experts(in);
+  EXPECT_EQ(p[6 + 0], (std::vector<uint16_t>{0, 2}));
+  EXPECT_EQ(p[6 + 2], (std::vector<uint16_t>{1, 0}));
+  for (int64_t e : {1, 3, 4, 5}) EXPECT_EQ(p[6 + e][0], in.keep_primaries[6 + e]) << e;
+  in.keep_primaries[7] = 3;
+  EXPECT_THROW(place_experts(in), std::exception) << "drive 3 of 3";
+}
