@@ -331,12 +331,16 @@ def load_profiles(path):
                 raise InputError(f"{pw}: expected exactly {{\"fraction_of_bank\": f, \"hit_rate\": h}}, got {p!r}")
             f, h = p["fraction_of_bank"], p["hit_rate"]
             for key, val in (("fraction_of_bank", f), ("hit_rate", h)):
-                if isinstance(val, bool) or not isinstance(val, (int, float)) or not math.isfinite(val) or not 0 <= val <= 1:
+                number = not isinstance(val, bool) and isinstance(val, (int, float)) and math.isfinite(val)
+                if not number or not 0 <= val <= 1:
                     raise InputError(f"{pw}: {key} must be a number in [0, 1], got {val!r}")
+            if f == 0 and h != 0:
+                raise InputError(f"{pw}: a cache of nothing cannot hit (fraction_of_bank 0, hit_rate {h})")
             if pts and f <= pts[-1][0]:
                 raise InputError(f"{pw}: fraction_of_bank {f} is not above the previous point's {pts[-1][0]}")
             if pts and h < pts[-1][1]:
-                raise InputError(f"{pw}: hit_rate {h} is below the previous point's {pts[-1][1]} (a larger cache cannot hit less)")
+                raise InputError(f"{pw}: hit_rate {h} is below the previous point's {pts[-1][1]} "
+                                 "(a larger cache cannot hit less)")
             pts.append((float(f), float(h)))
         if pts[0][0] > 0:
             pts.insert(0, (0.0, 0.0))
@@ -367,7 +371,8 @@ MACHINE_FIELDS = {"name", "label", "model", "ram_gb", "os_reserve_gb", "spine", 
 
 
 def positive(where, key, v, allow_zero=False):
-    ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and (v >= 0 if allow_zero else v > 0)
+    number = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+    ok = number and (v >= 0 if allow_zero else v > 0)
     if not ok:
         raise InputError(f"{where}: '{key}' must be a {'non-negative' if allow_zero else 'positive'} number, got {v!r}")
     return float(v)
@@ -446,7 +451,8 @@ def load_hardware(path):
         out.append(mc)
     for mc in out:
         if mc.get("ladder_of") and mc["ladder_of"] not in names:
-            raise InputError(f"--hardware {path}: machine '{mc['name']}': ladder_of names no machine: {mc['ladder_of']!r}")
+            raise InputError(f"--hardware {path}: machine '{mc['name']}': ladder_of names no machine: "
+                             f"{mc['ladder_of']!r}")
     return out
 
 
@@ -699,7 +705,8 @@ def checks(cal):
     # D. The uniform profile against the hit rates measured with random routers (the profiles are an
     # input; these rows say how far 'hit = fraction of the bank' is from deltafin's cache on such a model).
     for model, mc, measured, src in [
-            ("k3-bench", rig_machine("k3-bench", 4, 1003, 1887, 1.0), 0.157, "2026-11-30-streaming/table.md (0.154-0.164 over N)"),
+            ("k3-bench", rig_machine("k3-bench", 4, 1003, 1887, 1.0), 0.157,
+             "2026-11-30-streaming/table.md (0.154-0.164 over N)"),
             ("k3-bench", rig_machine("k3-bench", 4, 1003, 1887, 1.0, lookahead=False), 124 / 560,
              "2026-11-30-lookahead-ab-N4-striped-gated/table.md, lookahead off"),
             ("qwen3-bench", rig_machine("qwen3-bench", 4, 1003, 1887, 1.0, lookahead=False), 0.228,
@@ -856,8 +863,8 @@ def published(mc, key):
 
 
 def decode_table(rows):
-    t = ["| machine | profile | spine | expert cache | hit rate | GB read / token | decode tok/s | CPU half .. twice as fast "
-         "| lookahead off | bound | published |",
+    t = ["| machine | profile | spine | expert cache | hit rate | GB read / token | decode tok/s "
+         "| CPU half .. twice as fast | lookahead off | bound | published |",
          "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         mc, d = r["machine"], r["decode"]
