@@ -30,9 +30,10 @@ K3), a decoded token finds h of its routed experts in RAM. Rules (each checked,
 a violation is an error naming the profile and the point):
   - 0 <= f <= 1 and 0 <= h <= 1, f strictly increasing, h non-decreasing;
   - (0, 0) is implied when the first point has f > 0 (no cache, no hits);
-  - between points the curve is linear; asking for f beyond the last point is an
-    error (the curve does not say), so end the curve at the largest cache you
-    simulated, or at (1, 1).
+  - between points the curve is linear; beyond the last point it says nothing,
+    so a machine whose cache is a larger fraction gets no prediction for that
+    profile: its row says "beyond the curve" and stderr names the profile and the
+    fraction (end the curve at (1, 1), or at the largest cache you simulated).
 Example:
     {"uniform": [{"fraction_of_bank": 0, "hit_rate": 0},
                  {"fraction_of_bank": 1, "hit_rate": 1}],
@@ -111,6 +112,10 @@ GB = 1e9
 
 class InputError(Exception):
     """Bad input: the message names the file, the field and what was wrong."""
+
+
+class BeyondCurve(Exception):
+    """A cache larger than the profile's last point: the curve does not say what it hits."""
 
 
 # ---------------------------------------------------------------------------
@@ -351,8 +356,8 @@ def load_profiles(path):
 def hit_rate(profile, name, fraction):
     pts = profile["points"]
     if fraction > pts[-1][0] + 1e-12:
-        raise InputError(f"--profiles {profile['source']}: profile '{name}' ends at fraction_of_bank "
-                         f"{pts[-1][0]}, but a machine's cache is {fraction:.4f} of the bank; extend the curve")
+        raise BeyondCurve(f"--profiles {profile['source']}: profile '{name}' ends at fraction_of_bank "
+                          f"{pts[-1][0]}, but this machine's cache is {fraction:.4f} of the bank")
     for (f0, h0), (f1, h1) in zip(pts, pts[1:]):
         if fraction <= f1:
             return h0 + (h1 - h0) * (fraction - f0) / (f1 - f0)
@@ -844,7 +849,13 @@ def project(machines, profiles, cal, prompt):
                          "fast": prefill(model, mc, prompt, cal, compute_scale=2.0)})
         plan = plan_memory(model, mc)
         for pname, prof in profiles.items():
-            h = hit_rate(prof, pname, plan["fraction"])
+            try:
+                h = hit_rate(prof, pname, plan["fraction"])
+            except BeyondCurve as e:
+                print(f"project.py: {mc['name']}: no prediction: {e}", file=sys.stderr)
+                rows.append({"machine": mc, "profile": pname, "placeholder": prof["placeholder"], "decode": None,
+                             "plan": plan, "beyond": prof["points"][-1][0]})
+                continue
             rows.append({"machine": mc, "profile": pname, "placeholder": prof["placeholder"],
                          "decode": decode(model, mc, h, cal),
                          "slow": decode(model, mc, h, cal, compute_scale=0.5)["tokens_per_s"],
@@ -868,8 +879,13 @@ def decode_table(rows):
          "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         mc, d = r["machine"], r["decode"]
-        plan = d["plan"]
         prof = r["profile"] + (" (placeholder)" if r["placeholder"] else "")
+        if d is None:
+            plan = r["plan"]
+            t.append(f"| {mc['label']} | {prof} | | {plan['cache_bytes'] / GB:.1f} GB ({plan['fraction'] * 100:.2f} %) "
+                     f"| beyond the curve (it ends at {r['beyond'] * 100:.2f} %) | | | | | | | |")
+            continue
+        plan = d["plan"]
         spine = f"{plan['spine_format']} {plan['spine_bytes'] / GB:.1f} GB"
         if plan["overflow_bytes"] > 0:
             spine += f", {plan['overflow_bytes'] / GB:.1f} GB of it re-read per token"
@@ -884,7 +900,7 @@ def breakdown_table(rows, first):
     t = ["| machine | spine compute (serial) s | spine re-read (serial) s | routed experts + CRC (overlaps reads) s "
          "| demand reads not hidden s | s / token |", "|---|---|---|---|---|---|"]
     for r in rows:
-        if r["profile"] != first:
+        if r["profile"] != first or r["decode"] is None:
             continue
         d = r["decode"]
         t.append(f"| {r['machine']['label']} | {d['spine_s']:.3f} | {d['overflow_s']:.3f} | {d['expert_s']:.3f} | "
@@ -912,6 +928,8 @@ def ladder_table(rows, machines, first):
         if not mc.get("ladder_of"):
             continue
         top, mine = by_name[mc["ladder_of"]], by_name[mc["name"]]
+        if top["decode"] is None or mine["decode"] is None:
+            continue
         bw = sum(d["gbps"] for d in mc["drives"])
         bw_top = sum(d["gbps"] for d in top["machine"]["drives"])
         ratio = mine["decode"]["tokens_per_s"] / top["decode"]["tokens_per_s"]
