@@ -883,7 +883,7 @@ def decode_table(rows):
         if d is None:
             plan = r["plan"]
             t.append(f"| {mc['label']} | {prof} | | {plan['cache_bytes'] / GB:.1f} GB ({plan['fraction'] * 100:.2f} %) "
-                     f"| beyond the curve (it ends at {r['beyond'] * 100:.2f} %) | | | | | | | |")
+                     f"| beyond the curve (it ends at {r['beyond'] * 100:.2f} %) | | | | | | |")
             continue
         plan = d["plan"]
         spine = f"{plan['spine_format']} {plan['spine_bytes'] / GB:.1f} GB"
