@@ -83,7 +83,7 @@ Decode, per MoE layer l (L of them), for one token:
     X_l    = (k F / r1 + m B / crc) / cores  routed-expert compute + CRC (overlaps R_l)
     S_l    = spine_bytes / (L min(cores r_spine, mem))   attention, router, shared
                                              experts: the drives idle (no overlap)
-    P_l    = min(S_l, rho R_l)               lookahead reads in that idle window
+    P_l    = min(S_l, rho (R_l - lat))       lookahead reads in that idle window
     t_l    = S_l + O_l + max(R_l - P_l, X_l) + X_l / k
     t      = sum_l t_l                       (O_l: spine that did not fit, re-read)
 Prefill of P tokens (expert-major, layer by layer, slices of c rows):
