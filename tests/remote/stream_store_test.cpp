@@ -1197,6 +1197,28 @@ TEST_F(StreamStore, DoctorDoesNotWriteTheStore) {
   EXPECT_FALSE(fs::exists(journal));
 }
 
+// A streamed store's experts not fetched yet are absent, not stray; a file
+// that is there under a name the placement does not give its drive is.
+TEST_F(StreamStore, DoctorListsAFileThePlacementDoesNotName) {
+  stream_setup(mirror_url());
+  const StoreManifest m = load_store_manifest(store_);
+  DoctorReport d = run_doctor(store_, false);
+  EXPECT_TRUE(d.ok()) << (d.problems.empty() ? "" : d.problems[0]);
+  EXPECT_GT(d.not_fetched, 0u);
+  EXPECT_TRUE(d.strays.empty()) << d.strays[0].path;
+  ASSERT_EQ(m.entry(1, 0).drives.size(), 1u);
+  const int elsewhere = 1 - m.entry(1, 0).drives[0];
+  const std::string stray = m.expert_path(elsewhere, 1, 0);
+  fs::create_directories(fs::path(stray).parent_path());
+  write_bytes(stray, std::string(m.expert_bytes, 'x'));
+  d = run_doctor(store_, false);
+  EXPECT_TRUE(d.ok()) << (d.problems.empty() ? "" : d.problems[0]);
+  ASSERT_EQ(d.strays.size(), 1u);
+  EXPECT_EQ(d.strays[0].path, stray);
+  EXPECT_EQ(d.strays[0].bytes, m.expert_bytes);
+  EXPECT_FALSE(d.strays[0].temporary);
+}
+
 // setup --stream over a store built from a local checkpoint is refused: the
 // mirror's experts cannot be told equal to the local ones without fetching
 // them, and trusting the old hashes could serve another model's experts.

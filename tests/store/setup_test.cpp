@@ -210,6 +210,8 @@ TEST(Setup, RerunRemovesEveryTemporaryWhateverProcessItsPidNames) {
   EXPECT_EQ(r.experts_written, 0u);
   const DoctorReport d = run_doctor(o.store, false);
   EXPECT_TRUE(d.ok()) << (d.problems.empty() ? "" : d.problems[0]);
+  ASSERT_EQ(d.strays.size(), 1u) << "only this process's own temporary is left";
+  EXPECT_EQ(d.strays[0].path, o.store + "/notes.json.tmp-" + own);
 }
 
 TEST(Setup, RefusesADriveWithoutSpaceBeforeWriting) {

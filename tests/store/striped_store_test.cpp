@@ -606,6 +606,7 @@ TEST(StripedSetup, InterruptedSetupThenRerunCompletesAndDoctorIsClean) {
   EXPECT_EQ(r.experts_written, uint64_t(kMoeExperts * 3 - 10));
   const DoctorReport d = run_doctor(o.store, true, false, 2);
   EXPECT_TRUE(d.ok()) << all(d);
+  EXPECT_TRUE(d.strays.empty()) << d.strays[0].path;
   expect_striped_store(o, 3, {0, 12288, 20480, 26112});
 }
 
