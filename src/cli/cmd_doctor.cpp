@@ -32,8 +32,8 @@ void print_strays(const DoctorReport& r) {
                   f.temporary ? " (a temporary file)" : "");
   }
   if (r.strays.size() > kMaxListed) std::printf("... and %zu more stray files\n", r.strays.size() - kMaxListed);
-  std::printf("%zu stray file%s, %llu bytes (%s) in all: store.json does not name them, so no run reads them; they only "
-              "take space.%s\n",
+  std::printf("%zu stray file%s, %llu bytes (%s) in all: store.json does not name them, so no run reads them; they "
+              "only take space.%s\n",
               r.strays.size(), r.strays.size() == 1 ? "" : "s", static_cast<unsigned long long>(r.stray_bytes()),
               human_bytes(static_cast<double>(r.stray_bytes())).c_str(),
               temporaries ? " A temporary file is an interrupted write's (or, while a setup, run or serve writes this "

@@ -30,8 +30,8 @@ void LoadedModel::open_route_trace(const std::string& path) {
 // Skipped while a setup rewrites the store; a serve tries again at its next save.
 void LoadedModel::save_heat() {
   if (heat && !store_dir.empty() && !heat->save(store_dir))
-    std::fprintf(stderr, "heat histogram not saved: a deltafin setup is rewriting %s (it holds %s)\n", store_dir.c_str(),
-                 store_lock_path(store_dir).c_str());
+    std::fprintf(stderr, "heat histogram not saved: a deltafin setup is rewriting %s (it holds %s)\n",
+                 store_dir.c_str(), store_lock_path(store_dir).c_str());
 }
 
 ModelInfo LoadedModel::info() const {

@@ -63,7 +63,8 @@ void add_unnamed(const std::string& root, const std::unordered_set<std::string>&
 
 // Files in the store's places that the manifest does not name (see run_doctor
 // in doctor.h). A missing drive (drive_ok false) is a problem already.
-std::vector<StrayFile> find_strays(const StoreManifest& m, const std::string& store, const std::vector<bool>& drive_ok) {
+std::vector<StrayFile> find_strays(const StoreManifest& m, const std::string& store,
+                                   const std::vector<bool>& drive_ok) {
   std::vector<StrayFile> out;
   add_temps(store, "", out);
   std::unordered_set<std::string> named;

@@ -202,8 +202,8 @@ SetupReport run_setup(const SetupOptions& o) {
   const std::string store = fs::canonical(o.store).string();
   StoreLockWait lock_wait;
   lock_wait.on_wait = [&] {
-    say(cat(store_lock_path(store), ": a deltafin run, serve or prefetch is writing into this store (its heat histogram "
-            "or a fetched expert); waiting up to ", lock_wait.seconds, " s for it to finish"));
+    say(cat(store_lock_path(store), ": a deltafin run, serve or prefetch is writing into this store (its heat "
+            "histogram or a fetched expert); waiting up to ", lock_wait.seconds, " s for it to finish"));
   };
   StoreLock lock(store, lock_wait);  // held to the end: the sweep below relies on it
   std::optional<StoreManifest> previous;  // the store being rebuilt, when there is one
@@ -366,7 +366,8 @@ SetupReport run_setup(const SetupOptions& o) {
     report.temp_bytes_removed += r.bytes;
   }
   if (report.temps_removed)
-    say(cat("removed ", report.temps_removed, " temporary files (", report.temp_bytes_removed, " bytes) left by interrupted writers"));
+    say(cat("removed ", report.temps_removed, " temporary files (", report.temp_bytes_removed,
+            " bytes) left by interrupted writers"));
   if (remember) save_probed_drives(store, m.drives);
   if (file_exists(store + "/store.json") && ::unlink((store + "/store.json").c_str()) != 0)
     fail(store, "/store.json: cannot remove the old manifest before rewriting the store");

@@ -91,7 +91,8 @@ TempsRemoved remove_temps(const std::string& dir, const std::string& prefix) {
     if (!name.starts_with(prefix) || !is_temp_name(name, &pid) || !e.is_regular_file(ec)) continue;
     if (pid == ::getpid()) continue;  // this process's own write in progress
     const uint64_t bytes = e.file_size(ec);
-    if (::unlink(e.path().c_str()) != 0) fail(e.path().string(), ": cannot remove a temporary file: ", std::strerror(errno));
+    if (::unlink(e.path().c_str()) != 0)
+      fail(e.path().string(), ": cannot remove a temporary file: ", std::strerror(errno));
     removed += {1, ec ? 0 : bytes};
   }
   return removed;

@@ -27,7 +27,8 @@ TEST(StoreLock, WritersShareItAndASetupShutsThemOut) {
   {
     const StoreLock setup(store.path());
     EXPECT_FALSE(StoreWriteLock(store.path()).held()) << "a writer must not start a temporary while setup sweeps";
-    EXPECT_FAILS_WITH(StoreLock(store.path()), "another deltafin setup is writing this store", store.path() + "/setup.lock");
+    EXPECT_FAILS_WITH(StoreLock(store.path()), "another deltafin setup is writing this store",
+                      store.path() + "/setup.lock");
   }
   EXPECT_TRUE(StoreWriteLock(store.path()).held()) << "released with the setup";
 }
