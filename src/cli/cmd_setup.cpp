@@ -95,8 +95,12 @@ drives at once and no layer waits on its busiest drive. --layout whole (auto's c
 --replicate-hot or --stream): deltafin-experts/L###/E###.bin on one drive, the experts of every layer
 spread over the drives by bandwidth; --replicate-hot N copies the N hottest experts (heat.json) to a
 second drive. Resumable: a rerun verifies and skips finished files; Ctrl-C or a crash leaves no
-half-written file. A drive without room is refused before anything is written. --spine auto: BF16 if it
-fits 75% of the RAM budget, else int8-row (NOT weight-exact; announced in every run).
+half-written file under a final name, and a kill -9 at most temporaries (*.tmp-<pid>), which the rerun
+removes: setup holds STORE/setup.lock exclusively, and every other writer (a run's heat histogram, a
+fetched expert) holds it shared while it writes, so none of them can be alive. A run or serve writing
+into the store is waited for up to 60 s; another setup is refused. A drive without room is refused
+before anything is written. --spine auto: BF16 if it fits 75% of the RAM budget, else int8-row (NOT
+weight-exact; announced in every run).
 
 From a mirror (--source URL with --stream or --full): the mirror serves the checkpoint's files as
 URL/<file> over HTTP(S) (a static file server that honours byte ranges: nginx, a CDN). --stream moves

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "remote/expert_fetcher.h"
+#include "store/install.h"
 
 namespace deltafin {
 
@@ -26,8 +27,11 @@ void LoadedModel::open_route_trace(const std::string& path) {
   experts->set_route_observer(route_trace.get());
 }
 
+// Skipped while a setup rewrites the store; a serve tries again at its next save.
 void LoadedModel::save_heat() {
-  if (heat && !store_dir.empty()) heat->save(store_dir);
+  if (heat && !store_dir.empty() && !heat->save(store_dir))
+    std::fprintf(stderr, "heat histogram not saved: a deltafin setup is rewriting %s (it holds %s)\n",
+                 store_dir.c_str(), store_lock_path(store_dir).c_str());
 }
 
 ModelInfo LoadedModel::info() const {

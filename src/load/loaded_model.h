@@ -70,7 +70,8 @@ struct LoadedModel {
   // whose file is byte-for-byte this one drafts token ids, not text.
   virtual const std::string* hf_tokenizer_file() const { return nullptr; }
 
-  // Writes the heat histogram back to the store (atomically), if streaming.
+  // Writes the heat histogram back to the store (atomically), if streaming;
+  // while a setup holds the store, says so on stderr and writes nothing.
   void save_heat();
   // Starts a route trace into `path` (experts/route_trace.h).
   void open_route_trace(const std::string& path);

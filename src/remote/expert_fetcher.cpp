@@ -80,7 +80,10 @@ struct ExpertFetcher::Impl {
   // What is already on the drives: a file of the right size on every
   // placement drive whose hash is known (record-then-install order means a
   // file without a recorded hash can only come from a store whose journal
-  // was lost: it is fetched again rather than trusted).
+  // was lost: it is fetched again rather than trusted). Temporaries are
+  // swept by the pid rule: holding the store's lock exclusively here would
+  // shut out the writes of other runs of the store; what a reused pid keeps
+  // goes at the next setup.
   void scan_local() {
     for (const StoreDrive& d : m.drives)
       for (int64_t l : m.moe_layers) {
@@ -210,6 +213,13 @@ struct ExpertFetcher::Impl {
   void install(const FetchRequest& r) {
     const size_t k = key(r.layer, r.expert);
     const uint64_t need = footprint(r.layer, r.expert);
+    // Held shared while this expert's temporaries exist, so a setup's sweep
+    // (which holds it exclusively) never meets a live one. While a setup
+    // rewrites the store nothing is written or evicted: the bytes are used,
+    // not kept.
+    const StoreWriteLock lock(store_dir);
+    if (!lock.held())
+      fail("not kept: a deltafin setup is rewriting the store (", store_lock_path(store_dir), " is held)");
     {
       std::lock_guard<std::mutex> g(mu);
       if (local[k]) return;

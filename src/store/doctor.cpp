@@ -4,6 +4,7 @@
 #include <atomic>
 #include <filesystem>
 #include <mutex>
+#include <unordered_set>
 
 #include "store/hash_journal.h"
 #include "store/heat.h"
@@ -32,7 +33,64 @@ std::string size_problem(const std::string& path, uint64_t bytes) {
   return "";
 }
 
+// The temporaries directly in dir whose names start with prefix.
+void add_temps(const std::string& dir, const std::string& prefix, std::vector<StrayFile>& out) {
+  std::error_code ec;
+  std::vector<StrayFile> found;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code size_ec;
+    if (name.starts_with(prefix) && is_temp_name(name) && it->is_regular_file(size_ec))
+      found.push_back({it->path().string(), it->file_size(size_ec), true});
+  }
+  std::sort(found.begin(), found.end(), [](const StrayFile& a, const StrayFile& b) { return a.path < b.path; });
+  out.insert(out.end(), found.begin(), found.end());
+}
+
+// Every regular file under root (recursively) whose lexically normal path is not in `named`.
+void add_unnamed(const std::string& root, const std::unordered_set<std::string>& named, std::vector<StrayFile>& out) {
+  std::error_code ec;
+  std::vector<StrayFile> found;
+  for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    std::error_code size_ec;
+    if (!it->is_regular_file(size_ec) || named.count(it->path().lexically_normal().string())) continue;
+    found.push_back({it->path().string(), it->file_size(size_ec), is_temp_name(it->path().filename().string())});
+  }
+  std::sort(found.begin(), found.end(), [](const StrayFile& a, const StrayFile& b) { return a.path < b.path; });
+  out.insert(out.end(), found.begin(), found.end());
+}
+
+// Files in the store's places that the manifest does not name (see run_doctor
+// in doctor.h). A missing drive (drive_ok false) is a problem already.
+std::vector<StrayFile> find_strays(const StoreManifest& m, const std::string& store,
+                                   const std::vector<bool>& drive_ok) {
+  std::vector<StrayFile> out;
+  add_temps(store, "", out);
+  std::unordered_set<std::string> named;
+  for (const SpineFileEntry& s : m.spine_files) named.insert((fs::path(store) / s.path).lexically_normal().string());
+  add_unnamed(store + "/spine", named, out);
+  add_temps(store + "/remote", "", out);
+  for (size_t d = 0; d < m.drives.size(); ++d) {
+    add_temps(m.drives[d].path, "deltafin-probe.tmp-", out);
+    if (!drive_ok[d]) continue;
+    named.clear();
+    for (int64_t l = 0; l < m.layers; ++l)
+      for (int64_t e = 0; e < m.experts; ++e)
+        for (uint16_t x : m.entry(l, e).drives)
+          if (x == d) named.insert(fs::path(m.file_on_drive(static_cast<int>(d), l, e)).lexically_normal().string());
+    add_unnamed(m.drives[d].path + "/deltafin-experts", named, out);
+  }
+  return out;
+}
+
 }  // namespace
+
+uint64_t DoctorReport::stray_bytes() const {
+  uint64_t n = 0;
+  for (const StrayFile& f : strays) n += f.bytes;
+  return n;
+}
 
 DoctorReport run_doctor(const std::string& store_dir, bool full) { return run_doctor(store_dir, full, false, 1); }
 
@@ -122,6 +180,8 @@ DoctorReport run_doctor(const std::string& store_dir, bool full, bool progress, 
     r.problems.push_back(cat("drive ", d, " (", m.drives[d].path, "): ", m.drives[d].path,
                              "/deltafin-experts is missing; its ", files, " expert files were not checked"));
   }
+
+  r.strays = find_strays(m, store, drive_ok);
 
   struct Job {
     int64_t layer, expert;

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "platform/files.h"
+#include "store/install.h"
 #include "store/store_manifest.h"
 #include "util/crc32c.h"
 #include "util/error.h"
@@ -53,6 +54,10 @@ HashJournal::HashJournal(const std::string& store_dir, std::vector<int64_t> moe_
   if (mode == Mode::ReadOnly && !file_exists(path_)) return;
   if (!file_exists(path_)) {
     std::filesystem::create_directories(store_dir + "/remote");
+    const StoreWriteLock lock(store_dir);  // (store/install.h: while its temporary exists)
+    if (!lock.held())
+      fail(path_, ": cannot be created now: a deltafin setup is rewriting the store (", store_lock_path(store_dir),
+           " is held); run again once it has finished");
     write_file_atomic(path_, std::string(want, '\0'));
   }
   if (mode == Mode::ReadWrite) {

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "store/install.h"
 #include "util/error.h"
 #include "util/file.h"
 
@@ -61,9 +62,12 @@ HeatHistogram HeatHistogram::load(const std::string& store_dir, int64_t layers, 
   return h;
 }
 
-void HeatHistogram::save(const std::string& store_dir) const {
+bool HeatHistogram::save(const std::string& store_dir) const {
+  const StoreWriteLock lock(store_dir);
+  if (!lock.held()) return false;
   nlohmann::json j = {{"version", kHeatVersion}, {"layers", layers_}, {"experts", experts_}, {"counts", counts_}};
   write_file_atomic(heat_path(store_dir), j.dump() + "\n");
+  return true;
 }
 
 void HeatHistogram::add(int64_t layer, int64_t expert, double amount) {

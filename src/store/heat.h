@@ -20,7 +20,10 @@ public:
   // store_dir/heat.json, or an empty histogram of this shape when absent.
   // A file of another shape or malformed is an error naming it.
   static HeatHistogram load(const std::string& store_dir, int64_t layers, int64_t experts);
-  void save(const std::string& store_dir) const;  // atomic
+  // Writes store_dir/heat.json atomically, holding the store's lock shared
+  // (store/install.h StoreWriteLock) while its temporary exists. false, and
+  // nothing written, while a setup holds the store (it is rewriting it).
+  bool save(const std::string& store_dir) const;
 
   void add(int64_t layer, int64_t expert, double amount = 1.0);
   // Multiplies every count by `factor` (e.g. once per token: 0.999).

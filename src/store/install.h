@@ -32,17 +32,55 @@ void check_interrupt();
 // The flag itself (for loops that must stop without throwing, e.g. a transfer).
 bool interrupt_requested();
 
-// Exclusive lock on a store (store/setup.lock), so two setups cannot write it
-// at once, nor remove each other's temporary files.
+// store/setup.lock, the one lock of a store: an flock(2), which the kernel
+// drops when its holder dies, even by SIGKILL, so it is never stale. setup
+// holds it exclusively for its whole run (StoreLock); every other process that
+// writes files into the store directory, store/remote or a drive's
+// deltafin-experts tree (a run's or serve's heat histogram, the mirror
+// fetcher's expert installs and its hash journal) holds it shared while a
+// temporary file of its own exists there (StoreWriteLock). So while setup
+// holds it, every "*.tmp-<pid>" in those places is a dead writer's, whatever
+// process the pid names now (pids are reused: a temporary of a setup killed
+// with SIGKILL can carry the pid of a live, unrelated process).
+std::string store_lock_path(const std::string& store);  // store/setup.lock
+
+struct StoreLockWait {
+  // How long setup waits for shared holders (runs writing one file each) to
+  // finish before giving up. Another setup (an exclusive holder) is refused
+  // at once: it may run for hours.
+  double seconds = 60;
+  // Called once when setup starts waiting (to say so).
+  std::function<void()> on_wait;
+};
+
+// setup's exclusive hold, so two setups cannot write a store at once, nor
+// remove each other's temporary files; throws naming who holds it.
 class StoreLock {
 public:
-  explicit StoreLock(const std::string& store);
+  explicit StoreLock(const std::string& store, const StoreLockWait& wait = {});
   ~StoreLock();
   StoreLock(const StoreLock&) = delete;
   StoreLock& operator=(const StoreLock&) = delete;
 
 private:
   int fd_ = -1;
+};
+
+// A writer's shared hold, taken without waiting: held() is false while a
+// setup holds the store (it is rewriting it), and the caller then writes
+// nothing. Throws only when the lock file cannot be opened (a store
+// directory the process cannot use), naming it.
+class StoreWriteLock {
+public:
+  explicit StoreWriteLock(const std::string& store);
+  ~StoreWriteLock();
+  StoreWriteLock(const StoreWriteLock&) = delete;
+  StoreWriteLock& operator=(const StoreWriteLock&) = delete;
+  bool held() const { return held_; }
+
+private:
+  int fd_ = -1;
+  bool held_ = false;
 };
 
 // True when path is a regular file of exactly `bytes` bytes: a cheap

@@ -2,7 +2,9 @@
 // Ctrl-C at any point leaves nothing half-written and a rerun finishes the job:
 //   1. check everything that can be checked without writing: options, drives,
 //      the checkpoint, an existing store's source, free space;
-//   2. remove temporaries of crashed runs and the old manifest;
+//   2. remove temporaries of crashed or killed writers (all of them: the
+//      store's lock, held from the start, proves none is alive) and the old
+//      manifest;
 //   3. copy the metadata files, write the spine files, copy the experts — each
 //      file under a temporary name, synced, renamed, read back and verified;
 //      files already there with the right hash are kept;
@@ -199,7 +201,12 @@ SetupReport run_setup(const SetupOptions& o) {
   // The store directory; an existing manifest must describe the same source.
   fs::create_directories(o.store);
   const std::string store = fs::canonical(o.store).string();
-  StoreLock lock(store);
+  StoreLockWait lock_wait;
+  lock_wait.on_wait = [&] {
+    say(cat(store_lock_path(store), ": a deltafin run, serve or prefetch is writing into this store (its heat "
+            "histogram or a fetched expert); waiting up to ", lock_wait.seconds, " s for it to finish"));
+  };
+  StoreLock lock(store, lock_wait);  // held to the end: the sweep below relies on it
   std::optional<StoreManifest> previous;  // the store being rebuilt, when there is one
   if (file_exists(store + "/store.json")) {
     const StoreManifest& old = previous.emplace(with_context(
@@ -367,18 +374,20 @@ SetupReport run_setup(const SetupOptions& o) {
            ") there, the filesystem has ", free, " bytes (", human_bytes(static_cast<double>(free)), ") free");
   }
 
-  // From here on files are written. First clear what a crashed run left.
+  // From here on files are written. First clear what a crashed run left:
+  // with the store's lock held exclusively no writer is alive (every other
+  // one holds it shared while its temporary exists), so every temporary in
+  // these places is a dead writer's, whichever process its pid names now.
   InterruptGuard interrupts;
   fs::create_directories(store + "/spine");
-  int stale = remove_stale_temps(store) + remove_stale_temps(store + "/spine");
-  for (const std::string& d : drives) {
-    stale += remove_stale_temps(d);  // bandwidth probe files
-    for (int64_t l : pin.moe_layers) {
-      const std::string dir = d + "/" + fs::path(expert_relative_path(l, 0)).parent_path().string();
-      stale += remove_stale_temps(dir);
-    }
+  for (const TempPlace& p : store_temp_places(store, drives)) {
+    const TempsRemoved r = remove_temps(p.dir, p.prefix);
+    report.temps_removed += r.files;
+    report.temp_bytes_removed += r.bytes;
   }
-  if (stale) say(cat("removed ", stale, " temporary files left by an interrupted setup"));
+  if (report.temps_removed)
+    say(cat("removed ", report.temps_removed, " temporary files (", report.temp_bytes_removed,
+            " bytes) left by interrupted writers"));
   if (remember) save_probed_drives(store, m.drives);
   if (file_exists(store + "/store.json") && ::unlink((store + "/store.json").c_str()) != 0)
     fail(store, "/store.json: cannot remove the old manifest before rewriting the store");

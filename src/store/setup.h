@@ -53,6 +53,7 @@ struct SetupReport {
   std::string layout, layout_reason;
   std::string spine_format, spine_reason;
   std::vector<double> drive_bytes_per_s;
+  uint64_t temps_removed = 0, temp_bytes_removed = 0;  // temporaries of interrupted writers, removed at start
   double seconds = 0;
 };
 

@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <vector>
 
 #include "platform/files.h"
@@ -61,18 +63,68 @@ uint64_t device_of(const std::string& path) {
   return static_cast<uint64_t>(s.st_dev);
 }
 
+bool is_temp_name(const std::string& name, long long* pid) {
+  const size_t at = name.rfind(".tmp-");
+  if (at == std::string::npos || at == 0) return false;
+  const char* digits = name.c_str() + at + 5;
+  const char* end = name.c_str() + name.size();
+  if (digits == end) return false;
+  long long value = 0;
+  const auto [stop, ec] = std::from_chars(digits, end, value);
+  if (ec == std::errc::result_out_of_range) {
+    if (std::find_if_not(digits, end, [](char c) { return c >= '0' && c <= '9'; }) != end) return false;
+    value = -1;
+  } else if (ec != std::errc() || stop != end || *digits == '-' || *digits == '+') {
+    return false;
+  }
+  if (pid) *pid = value;
+  return true;
+}
+
+TempsRemoved remove_temps(const std::string& dir, const std::string& prefix) {
+  TempsRemoved removed;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return removed;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    long long pid = 0;
+    if (!name.starts_with(prefix) || !is_temp_name(name, &pid) || !e.is_regular_file(ec)) continue;
+    if (pid == ::getpid()) continue;  // this process's own write in progress
+    const uint64_t bytes = e.file_size(ec);
+    if (::unlink(e.path().c_str()) != 0)
+      fail(e.path().string(), ": cannot remove a temporary file: ", std::strerror(errno));
+    removed += {1, ec ? 0 : bytes};
+  }
+  return removed;
+}
+
+std::vector<TempPlace> store_temp_places(const std::string& store, const std::vector<std::string>& drives) {
+  std::vector<TempPlace> places = {{store, ""}, {store + "/spine", ""}, {store + "/remote", ""}};
+  for (const std::string& d : drives) {
+    places.push_back({d, "deltafin-probe.tmp-"});
+    std::error_code ec;
+    const std::string tree = d + "/deltafin-experts";
+    if (!fs::is_directory(tree, ec)) continue;
+    std::vector<std::string> dirs;
+    for (const fs::directory_entry& e : fs::directory_iterator(tree, ec))
+      if (e.is_directory(ec)) dirs.push_back(e.path().string());
+    std::sort(dirs.begin(), dirs.end());
+    for (std::string& dir : dirs) places.push_back({std::move(dir), ""});
+  }
+  return places;
+}
+
 int remove_stale_temps(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return 0;
   int removed = 0;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    const size_t at = name.rfind(".tmp-");
-    if (at == std::string::npos || !e.is_regular_file(ec)) continue;
-    const std::string pid_text = name.substr(at + 5);
-    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
-    const long pid = std::stol(pid_text);
-    if (pid == ::getpid() || (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) continue;  // writer alive
+    long long pid = 0;
+    if (!is_temp_name(e.path().filename().string(), &pid) || !e.is_regular_file(ec)) continue;
+    // (kill(0) or kill(-1) would ask about groups, and a pid past pid_t's range names none.)
+    const bool alive = pid == ::getpid() || (pid > 0 && pid <= std::numeric_limits<pid_t>::max() &&
+                                             (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM));
+    if (alive) continue;
     if (::unlink(e.path().c_str()) != 0) fail(e.path().string(), ": cannot remove stale temporary file: ", std::strerror(errno));
     ++removed;
   }

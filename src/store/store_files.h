@@ -24,9 +24,39 @@ uint64_t free_bytes(const std::string& path);
 // The device id of the filesystem holding path (drives on one filesystem share its space).
 uint64_t device_of(const std::string& path);
 
-// Removes "<name>.tmp-<pid>" files (util/file.h AtomicFile's temporaries) in
-// dir whose writer process no longer exists; returns how many. A live
-// writer's temporary is left alone.
+// Whether a file name is a temporary of a deltafin writer: "<name>.tmp-<pid>"
+// (util/file.h AtomicFile) or "deltafin-probe.tmp-<pid>" (the drive probe).
+// *pid gets the pid, or -1 when the digits are too many for one.
+bool is_temp_name(const std::string& name, long long* pid = nullptr);
+
+struct TempsRemoved {
+  uint64_t files = 0, bytes = 0;
+  TempsRemoved& operator+=(const TempsRemoved& o) {
+    files += o.files, bytes += o.bytes;
+    return *this;
+  }
+};
+
+// Removes every temporary regular file in dir (only names starting with
+// `prefix` when one is given), whatever pid it names, except this process's
+// own. Only for setup, which holds the store's lock exclusively (StoreLock,
+// store/install.h): every other writer there holds it shared while its
+// temporary exists, so none is alive. A missing dir removes nothing.
+TempsRemoved remove_temps(const std::string& dir, const std::string& prefix = "");
+
+// The directories setup sweeps with remove_temps, each with its name prefix:
+// the store directory, spine/ and remote/; each drive's own directory (the
+// probe's temporaries only: it may hold other people's files); each
+// directory under each drive's deltafin-experts.
+struct TempPlace {
+  std::string dir, prefix;
+};
+std::vector<TempPlace> store_temp_places(const std::string& store, const std::vector<std::string>& drives);
+
+// Removes temporaries in dir whose writer process no longer exists; returns
+// how many. For a writer that cannot hold the store's lock exclusively (the
+// mirror fetcher at start, beside other runs): a pid that was reused keeps a
+// dead writer's file until the next setup (doctor lists it).
 int remove_stale_temps(const std::string& dir);
 
 }  // namespace deltafin

@@ -45,6 +45,7 @@
 #include "remote/stream_setup.h"
 #include "store/doctor.h"
 #include "store/hash_journal.h"
+#include "store/install.h"
 #include "store/setup.h"
 #include "store/store_manifest.h"
 #include "support/test_support.h"
@@ -589,6 +590,39 @@ TEST_F(StreamStore, FetcherBudgetEvictsColdestButNeverAHeldOne) {
   f.release_local(1, 0);
   EXPECT_FAILS_WITH(f.release_local(1, 0), "release_local without hold");
   EXPECT_TRUE(temporaries(drives_).empty());
+}
+
+// The fetcher holds the store's lock shared while it installs (store/install.h):
+// while a setup holds it, a fetched expert is used but nothing is written or
+// evicted, so the setup's sweep never meets a live fetcher's temporary; and
+// the hash journal is not created then either.
+TEST_F(StreamStore, FetcherWritesNothingWhileASetupHoldsTheStore) {
+  stream_setup(mirror_url());
+  const StoreManifest m = load_store_manifest(store_);
+  {
+    const StoreLock setup(store_);
+    EXPECT_FAILS_WITH(ExpertFetcher(store_, m, fetch_options()), "remote/hashes.bin", "setup.lock");
+  }
+  ExpertFetcher f(store_, m, fetch_options());  // creates the journal
+  std::vector<uint8_t> buf;
+  {
+    const StoreLock setup(store_);
+    const ReadResult r = fetch_one(f, 1, 0, buf);
+    ASSERT_TRUE(r.ok) << r.error;
+    expect_record(buf, 1, 0);
+    EXPECT_FALSE(f.is_local(1, 0));
+    const FetchCounters c = f.counters();
+    EXPECT_EQ(c.not_kept, 1u);
+    EXPECT_EQ(c.install_failed, 1u);
+    EXPECT_NE(c.last_install_error.find("a deltafin setup is rewriting the store"), std::string::npos)
+        << c.last_install_error;
+    EXPECT_NE(c.last_install_error.find("setup.lock"), std::string::npos) << c.last_install_error;
+    EXPECT_EQ(bytes_on_drives(drives_), 0u);
+    EXPECT_TRUE(temporaries(drives_).empty());
+  }
+  ASSERT_TRUE(fetch_one(f, 1, 0, buf).ok);
+  EXPECT_TRUE(f.is_local(1, 0));
+  EXPECT_EQ(f.counters().not_kept, 1u);
 }
 
 // ---------------------------------------------------------------- d. faults between store and mirror
@@ -1161,6 +1195,28 @@ TEST_F(StreamStore, DoctorDoesNotWriteTheStore) {
   EXPECT_TRUE(d.ok()) << (d.problems.empty() ? "" : d.problems[0]);
   EXPECT_GT(d.not_fetched, 0u);
   EXPECT_FALSE(fs::exists(journal));
+}
+
+// A streamed store's experts not fetched yet are absent, not stray; a file
+// that is there under a name the placement does not give its drive is.
+TEST_F(StreamStore, DoctorListsAFileThePlacementDoesNotName) {
+  stream_setup(mirror_url());
+  const StoreManifest m = load_store_manifest(store_);
+  DoctorReport d = run_doctor(store_, false);
+  EXPECT_TRUE(d.ok()) << (d.problems.empty() ? "" : d.problems[0]);
+  EXPECT_GT(d.not_fetched, 0u);
+  EXPECT_TRUE(d.strays.empty()) << d.strays[0].path;
+  ASSERT_EQ(m.entry(1, 0).drives.size(), 1u);
+  const int elsewhere = 1 - m.entry(1, 0).drives[0];
+  const std::string stray = m.expert_path(elsewhere, 1, 0);
+  fs::create_directories(fs::path(stray).parent_path());
+  write_bytes(stray, std::string(m.expert_bytes, 'x'));
+  d = run_doctor(store_, false);
+  EXPECT_TRUE(d.ok()) << (d.problems.empty() ? "" : d.problems[0]);
+  ASSERT_EQ(d.strays.size(), 1u);
+  EXPECT_EQ(d.strays[0].path, stray);
+  EXPECT_EQ(d.strays[0].bytes, m.expert_bytes);
+  EXPECT_FALSE(d.strays[0].temporary);
 }
 
 // setup --stream over a store built from a local checkpoint is refused: the

@@ -38,6 +38,18 @@ TEST(StoreCli, SetupThenDoctor) {
   ASSERT_EQ(run_command(cat(deltafin_binary(), " doctor --store ", root.file("store")), &out), 0) << out;
   EXPECT_NE(out.find("the store is OK"), std::string::npos) << out;
   ASSERT_EQ(run_command(cat(deltafin_binary(), " doctor --full --quiet --store ", root.file("store")), &out), 0) << out;
+  EXPECT_EQ(out.find("stray"), std::string::npos) << out;
+
+  // A stray file is listed with its size and a total, and is not a problem (exit 0).
+  const std::string stray =
+      load_store_manifest(root.file("store")).drives[1].path + "/deltafin-experts/L003/E001.bin.tmp-99";
+  write_bytes(stray, "12345");
+  ASSERT_EQ(run_command(cat(deltafin_binary(), " doctor --store ", root.file("store")), &out), 0) << out;
+  EXPECT_NE(out.find("stray: " + stray + ": 5 bytes (a temporary file)\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("1 stray file, 5 bytes (5 B) in all"), std::string::npos) << out;
+  EXPECT_NE(out.find("the next setup of the store removes them"), std::string::npos) << out;
+  EXPECT_NE(out.find(", 0 problems, 1 stray file: the store is OK"), std::string::npos) << out;
+  fs::remove(stray);
 
   const StoreManifest m = load_store_manifest(root.file("store"));
   const std::string victim = m.expert_path(m.entry(6, 6).drives[0], 6, 6);

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
+
+#include "store/install.h"
 
 #include "support/test_support.h"
 #include "util/file.h"
@@ -77,4 +80,25 @@ TEST(Heat, MalformedFilesAreNamedErrors) {
   EXPECT_FAILS_WITH(HeatHistogram::load(dir.path(), 2, 3), path, "counts[4]");
   write_file_atomic(path, R"({"version":1,"layers":2,"counts":[0,0,0,0,0,0]})");
   EXPECT_FAILS_WITH(HeatHistogram::load(dir.path(), 2, 3), path, "experts");
+}
+
+// heat.json's writer (a run or serve) holds the store's lock shared while its
+// temporary exists: while a setup holds it, nothing is written, so the setup's
+// sweep never meets a live writer's temporary.
+TEST(Heat, NotSavedWhileASetupHoldsTheStore) {
+  TempDir dir;
+  HeatHistogram h(2, 3);
+  h.add(1, 2, 5.0);
+  ASSERT_TRUE(h.save(dir.path()));
+  const std::string before = deltafin::test::read_bytes(dir.file("heat.json"));
+  h.add(0, 0);
+  {
+    const StoreLock setup(dir.path());
+    EXPECT_FALSE(h.save(dir.path()));
+    EXPECT_EQ(deltafin::test::read_bytes(dir.file("heat.json")), before);
+    for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+      EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+  }
+  EXPECT_TRUE(h.save(dir.path()));
+  EXPECT_EQ(HeatHistogram::load(dir.path(), 2, 3).at(0, 0), 1.0);
 }

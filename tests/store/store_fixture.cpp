@@ -1,9 +1,14 @@
 #include "store/store_fixture.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 
 #include "model/kimi_k3/generator.h"
 #include "store/store_manifest.h"
@@ -71,6 +76,19 @@ std::string read_all(const std::string& path) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+LiveProcess::LiveProcess() {
+  pid_ = ::fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
+    for (;;) ::pause();  // only async-signal-safe calls in the child of a threaded process
+  }
+}
+
+LiveProcess::~LiveProcess() {
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
 }
 
 }  // namespace deltafin::test

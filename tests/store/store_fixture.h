@@ -31,4 +31,19 @@ SetupOptions copy_of_tiny_store(const std::string& root);
 // The whole file's bytes.
 std::string read_all(const std::string& path);
 
+// A child process that waits (in pause()) until this object dies, then is
+// killed and reaped: a live pid that is not this process's, standing for a
+// pid the kernel gave again to an unrelated process after its writer died.
+class LiveProcess {
+public:
+  LiveProcess();
+  ~LiveProcess();
+  LiveProcess(const LiveProcess&) = delete;
+  LiveProcess& operator=(const LiveProcess&) = delete;
+  int pid() const { return pid_; }
+
+private:
+  int pid_ = -1;
+};
+
 }  // namespace deltafin::test

@@ -591,13 +591,22 @@ TEST(StripedSetup, InterruptedSetupThenRerunCompletesAndDoctorIsClean) {
       ++stripes;
     }
   EXPECT_EQ(stripes, 10u);
+  // A kill -9 during the 11th stripe would have left its temporary, named
+  // with a pid the kernel may since have given to a live process (issue 35).
+  const LiveProcess other;
+  const std::string half = o.drives[1] + "/deltafin-experts/L001/E003.s1of3.bin.tmp-" + std::to_string(other.pid());
+  write_bytes(half, std::string(4096, 'x'));
 
   o.stop_after_experts = 0;
   const SetupReport r = run_setup(o);
+  EXPECT_FALSE(file_exists(half));
+  EXPECT_EQ(r.temps_removed, 1u);
+  EXPECT_EQ(r.temp_bytes_removed, 4096u);
   EXPECT_EQ(r.experts_skipped, 10u);
   EXPECT_EQ(r.experts_written, uint64_t(kMoeExperts * 3 - 10));
   const DoctorReport d = run_doctor(o.store, true, false, 2);
   EXPECT_TRUE(d.ok()) << all(d);
+  EXPECT_TRUE(d.strays.empty()) << d.strays[0].path;
   expect_striped_store(o, 3, {0, 12288, 20480, 26112});
 }
 
