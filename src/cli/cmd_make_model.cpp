@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "model/common/routing_profile.h"
 #include "model/registry.h"
 #include "util/error.h"
 
@@ -106,6 +107,19 @@ token; each token may appear once), for testing a client or agent against known 
       },
       "qwen3_moe: a JSON array of token spellings the model then writes after the generation prompt "
       "(added tokens such as <tool_call> or <|im_end|>, or any text, which becomes a token); for testing clients");
+  std::string profiles;
+  for (const RoutingProfile& p : routing_profiles()) profiles += "; " + p.name + ": " + p.what;
+  sub->add_option_function<std::string>(
+         "--routing-profile",
+         [a](const std::string& name) { a->request.routing_profile = routing_profile(name).name; },
+         "k3 and qwen3_moe: a benchmark model with controlled routing (a target expert popularity per MoE layer and a "
+         "temporal locality; not a trained model). Changed, and nothing else: each MoE layer's router row e is "
+         "multiplied by a fitted s_e >= 0 (which experts are hot: a seeded permutation per layer), K3's "
+         "e_score_correction_bias is zero, every self_attn.o_proj.weight is multiplied by the profile's attention "
+         "gain (more of the slowly varying attention output in the router input: more reuse between tokens); "
+         "config.json's \"deltafin_routing_profile\" records the profile, what changed and every layer's s. "
+         "Profiles: uniform (the default: nothing changed, the same bytes as without the option)" + profiles)
+      ->default_str("uniform");
   sub->add_flag("--force", a->request.force, "Overwrite an existing checkpoint in --out");
   sub->add_flag("--quiet", a->quiet, "No progress line");
   return {sub, [a] { return run(*a); }};
