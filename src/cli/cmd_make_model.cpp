@@ -109,7 +109,8 @@ token; each token may appear once), for testing a client or agent against known 
       "(added tokens such as <tool_call> or <|im_end|>, or any text, which becomes a token); for testing clients");
   std::string profiles;
   for (const RoutingProfile& p : routing_profiles())
-    profiles += std::string(profiles.empty() ? ": " : "; ") + p.name + (p.name == "uniform" ? " (the default)" : "") + ", " + p.what;
+    profiles += std::string(profiles.empty() ? ": " : "; ") + p.name + (p.name == "uniform" ? " (the default)" : "") +
+                ", " + p.what;
   sub->add_option(
          "--routing-profile", a->request.routing_profile,
          "k3 and qwen3_moe: a benchmark model with controlled routing (a target expert popularity per MoE layer and a "
@@ -119,7 +120,8 @@ token; each token may appear once), for testing a client or agent against known 
          "(self_attn.o_proj.weight; K3: the MLA's q_b_proj and g_proj, so its attention is nearly uniform and its "
          "output close to a running mean, slowly varying from token to token); config.json's "
          "\"deltafin_routing_profile\" records the profile, every factor and every layer's s. Profiles" +
-             profiles + ". Their measured coverage, locality and hit rates: bench/results/2026-12-05-routing-profiles.md")
+             profiles +
+             ". Their measured coverage, locality and hit rates: bench/results/2026-12-04-routing-profiles.md")
       ->check(CLI::Validator(
           [](std::string& name) {
             try {

@@ -53,7 +53,8 @@ std::string make(const Family& f, const std::string& dir, const std::string& pro
 // Every file of a directory, by name.
 std::map<std::string, std::string> files_of(const std::string& dir) {
   std::map<std::string, std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) out[e.path().filename().string()] = read_text_file(e.path().string());
+  for (const auto& e : fs::directory_iterator(dir))
+    out[e.path().filename().string()] = read_text_file(e.path().string());
   return out;
 }
 
@@ -212,7 +213,8 @@ TEST_P(RoutingProfileCli, RowsAreThePlainOnesTimesTheRecordedFactorsAndNothingEl
     } else {
       for (const std::string& q : queries) {
         const int64_t l = layer_in(name, q);
-        if (l >= 0 && std::find(linear.begin(), linear.end(), l) == linear.end()) want.assign(rows, g.at("query").get<double>());
+        if (l >= 0 && std::find(linear.begin(), linear.end(), l) == linear.end())
+          want.assign(rows, g.at("query").get<double>());
       }
     }
     if (name.find("e_score_correction_bias") != std::string::npos) {
@@ -246,7 +248,8 @@ TEST_P(RoutingProfileCli, AProfileModelRunsWithSkewedRoutes) {
     std::string out;
     const std::string trace = tmp.file(name + ".trace");
     const int rc = test::run_command(
-        df("logits --model " + model + " --tokens " + ids + " --out " + tmp.file(name + ".npy") + " --route-trace " + trace),
+        df("logits --model " + model + " --tokens " + ids + " --out " + tmp.file(name + ".npy") +
+           " --route-trace " + trace),
         &out);
     if (rc != 0) throw std::runtime_error("logits failed: " + out);
     return top20_share(trace);
@@ -265,7 +268,8 @@ INSTANTIATE_TEST_SUITE_P(Families, RoutingProfileCli, testing::Values(kK3, kQwen
 TEST(RoutingProfile, UnknownNamesAndOtherFamiliesAreRefused) {
   test::TempDir tmp;
   std::string out;
-  EXPECT_NE(test::run_command(df("make-model --arch k3 --preset tiny --out " + tmp.file("x") + " --routing-profile zipf"), &out), 0);
+  const std::string zipf = "make-model --arch k3 --preset tiny --out " + tmp.file("x") + " --routing-profile zipf";
+  EXPECT_NE(test::run_command(df(zipf), &out), 0);
   EXPECT_NE(out.find("unknown profile \"zipf\""), std::string::npos) << out;
   for (const char* p : {"uniform", "k3-fork", "flat-balanced", "olmoe-like", "glm-like"})
     EXPECT_NE(out.find(p), std::string::npos) << p << " not named in: " << out;

@@ -11,11 +11,12 @@
 //     hot is a seeded permutation per layer;
 //   - K3's `e_score_correction_bias` (selection-only) is zero, so the row
 //     scales alone set the popularity (the random bias is itself a skew);
-//   - every attention output projection (`self_attn.o_proj.weight`, K3's KDA
-//     and MLA layers, Qwen3-MoE's) is multiplied by `attention_gain`: in a
-//     random model the attention output is close to a running mean over past
-//     positions, so a larger share of it in the residual makes the router
-//     input, hence the route, persist from token to token.
+//   - attention weights, per family (LocalityGains): the router input is
+//     made more persistent from token to token by giving more weight to an
+//     attention output close to a running mean over past positions (Qwen3-MoE:
+//     o_proj x gain; K3: the MLA's q_b_proj and output gate g_proj scaled down
+//     so its attention is nearly uniform, its o_proj x gain, the KDA o_proj,
+//     whose output follows the current query, scaled down).
 // The profile `uniform` changes nothing (no shaper is made): its checkpoints
 // are byte-identical to ones made without the option.
 #pragma once
@@ -89,7 +90,8 @@ public:
                 std::string router_suffix, std::string bias_suffix, std::vector<std::string> query_suffixes = {},
                 std::vector<int64_t> linear_layers = {});
   // Per-row factors for a tensor with `rows` rows: s of its layer for a
-  // router, attention_gain for an o_proj, 0 for the selection bias; empty:
+  // router, the family's gain for an o_proj or query tensor, 0 for the
+  // selection bias; empty:
   // the tensor is written as without a profile.
   std::vector<double> row_factors(const std::string& tensor_name, uint64_t rows) const;
   // The row scales of MoE layer `layer` (expert order).

@@ -234,9 +234,9 @@ GenerateResult generate_k3_checkpoint(const GenerateOptions& o) {
   if (!o.routing_profile.empty() && o.routing_profile != "uniform") {
     std::vector<int64_t> moe, kda;
     for (int64_t l = 1; l < o.dims.layers; ++l) moe.push_back(l);  // layer 0 is dense (first_k_dense_replace 1)
-    for (int64_t l = 0; l < o.dims.layers; ++l)  // full_attn_layers counts from 1
-      if (std::find(o.dims.full_attn_layers.begin(), o.dims.full_attn_layers.end(), l + 1) == o.dims.full_attn_layers.end())
-        kda.push_back(l);
+    const std::vector<int64_t>& full = o.dims.full_attn_layers;  // counts from 1
+    for (int64_t l = 0; l < o.dims.layers; ++l)
+      if (std::find(full.begin(), full.end(), l + 1) == full.end()) kda.push_back(l);
     const RoutingProfile& p = routing_profile(o.routing_profile);
     shaper.emplace(p, p.k3, o.dims.experts, o.dims.top_k, o.seed, "block_sparse_moe.gate.weight",
                    "block_sparse_moe.gate.e_score_correction_bias",

@@ -136,7 +136,8 @@ void write_tensor(SafetensorsWriter& w, const TensorSpec& t, uint64_t seed, bool
   bool ones = false;
   const double scale = init_scale(t, tied, &ones);
   const uint64_t n = t.bytes() / 2;
-  const std::vector<double> factors = shaper ? shaper->row_factors(t.name, t.shape.empty() ? 1 : t.shape[0]) : std::vector<double>{};
+  const std::vector<double> factors =
+      shaper ? shaper->row_factors(t.name, t.shape.empty() ? 1 : t.shape[0]) : std::vector<double>{};
   const uint64_t row_elems = t.shape.empty() ? 1 : n / t.shape[0];
   std::vector<uint16_t> buf(static_cast<size_t>(std::min<uint64_t>(n, 1u << 20)));
   for (uint64_t done = 0; done < n;) {

@@ -66,7 +66,8 @@ Qwen3MoeGenerateResult generate_qwen3_moe_checkpoint(const Qwen3MoeGenerateOptio
   nlohmann::json config_json = qwen3_moe_config_json(want);
   std::optional<RoutingShaper> shaper;
   if (!o.routing_profile.empty() && o.routing_profile != "uniform") {
-    if (o.script) fail("make-model: --script and --routing-profile exclude each other (a scripted model has no random routing)");
+    if (o.script)
+      fail("make-model: --script and --routing-profile exclude each other (a scripted model has no random routing)");
     const RoutingProfile& p = routing_profile(o.routing_profile);
     shaper.emplace(p, p.qwen3_moe, d.experts, d.top_k, o.seed, "mlp.gate.weight", "");
     const Qwen3MoeConfig plain = parse_qwen3_moe_config(config_json, "generated config.json");
