@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "model/common/routing_profile.h"
 #include "model/registry.h"
 #include "util/error.h"
 
@@ -106,6 +107,33 @@ token; each token may appear once), for testing a client or agent against known 
       },
       "qwen3_moe: a JSON array of token spellings the model then writes after the generation prompt "
       "(added tokens such as <tool_call> or <|im_end|>, or any text, which becomes a token); for testing clients");
+  std::string profiles;
+  for (const RoutingProfile& p : routing_profiles())
+    profiles += std::string(profiles.empty() ? ": " : "; ") + p.name + (p.name == "uniform" ? " (the default)" : "") +
+                ", " + p.what;
+  sub->add_option(
+         "--routing-profile", a->request.routing_profile,
+         "k3 and qwen3_moe: a benchmark model with controlled routing (a target expert popularity per MoE layer and a "
+         "temporal locality; not a trained model). Changed, and nothing else: each MoE layer's router row e is "
+         "multiplied by a fitted s_e >= 0 (which experts are hot: a seeded permutation per layer), K3's "
+         "e_score_correction_bias is zero, and for locality attention weights are scaled by the profile's gains "
+         "(self_attn.o_proj.weight; K3: the MLA's q_b_proj and g_proj, so its attention is nearly uniform and its "
+         "output close to a running mean, slowly varying from token to token); config.json's "
+         "\"deltafin_routing_profile\" records the profile, every factor and every layer's s. Profiles" +
+             profiles +
+             ". Their measured coverage, locality and hit rates: bench/results/2026-12-04-routing-profiles.md")
+      ->check(CLI::Validator(
+          [](std::string& name) {
+            try {
+              routing_profile(name);
+              return std::string();
+            } catch (const Error& e) {
+              const std::string m = e.what(), prefix = "--routing-profile: ";  // CLI11 names the option itself
+              return m.rfind(prefix, 0) == 0 ? m.substr(prefix.size()) : m;  // names the valid profiles
+            }
+          },
+          "PROFILE"))
+      ->capture_default_str();
   sub->add_flag("--force", a->request.force, "Overwrite an existing checkpoint in --out");
   sub->add_flag("--quiet", a->quiet, "No progress line");
   return {sub, [a] { return run(*a); }};

@@ -143,6 +143,8 @@ std::string make_family_checkpoint(const FamilyInfo& f, const MakeCheckpointRequ
   if (f.family != Family::Qwen3Moe && !r.script.empty())
     fail("make-model: --script applies only to --arch qwen3_moe (a bigram table of token spellings; K3's tool markup "
          "repeats its tags, which a bigram cannot)");
+  if (f.family != Family::KimiK3 && f.family != Family::Qwen3Moe && r.routing_profile != "uniform")
+    fail("make-model: --routing-profile applies only to --arch k3 (kimi_k3) and qwen3_moe");
   if (f.make_checkpoint) return f.make_checkpoint(r);
   fail("make-model: no checkpoint maker for ", f.name);
 }

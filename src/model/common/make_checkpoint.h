@@ -30,6 +30,10 @@ struct MakeCheckpointRequest {
   // prompt is these tokens (model/qwen3/qwen3_scripted.h), for testing clients
   // against known output such as tool calls; empty: random weights.
   std::vector<std::string> script;
+  // kimi_k3 and qwen3_moe: a routing profile (model/common/routing_profile.h)
+  // for benchmark checkpoints with controlled expert popularity and locality;
+  // "uniform" (the default) changes nothing.
+  std::string routing_profile = "uniform";
 };
 
 }  // namespace deltafin

@@ -4,10 +4,12 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "format/checkpoint_dir.h"
 #include "format/checkpoint.h"
+#include "model/common/routing_profile.h"
 #include "model/kimi_k3/config.h"
 #include "model/kimi_k3/tensors.h"
 #include "format/safetensors_writer.h"
@@ -146,11 +148,24 @@ void store_element(DType t, double v, uint8_t* dst) {
   }
 }
 
+// Per-row factors a routing profile applies to this tensor (empty: none).
+std::vector<double> profile_factors(const RoutingShaper* shaper, const TensorSpec& t) {
+  if (!shaper) return {};
+  return shaper->row_factors(t.name, t.shape.empty() ? 1 : t.shape[0]);
+}
+
 // Streams one tensor's payload into the writer in chunks of at most 4 MiB.
-void write_tensor(SafetensorsWriter& w, const TensorSpec& t, uint64_t seed, Progress& progress) {
+// `shaper` (a routing profile) scales rows after the values are drawn, so
+// the random stream, and every tensor it does not name, stay as without it.
+void write_tensor(SafetensorsWriter& w, const TensorSpec& t, uint64_t seed, const RoutingShaper* shaper,
+                  Progress& progress) {
   Rng rng(seed ^ fnv1a64(t.name));
   const InitRule rule = init_rule(t);
+  const std::vector<double> factors = profile_factors(shaper, t);
+  if (!factors.empty() && (rule.kind == Init::MxfpPacked || rule.kind == Init::MxfpScale))
+    fail("routing profile: cannot scale the packed tensor ", t.name);
   const size_t esize = dtype_size(t.dtype);
+  const uint64_t row_elems = t.shape.empty() ? 1 : t.bytes() / esize / t.shape[0];
   const uint64_t total = t.bytes();
   std::vector<uint8_t> buf(static_cast<size_t>(std::min<uint64_t>(total, 4u << 20)));
   uint8_t base_scale = 0;
@@ -174,6 +189,10 @@ void write_tensor(SafetensorsWriter& w, const TensorSpec& t, uint64_t seed, Prog
           case Init::Uniform: v = rule.scale * (2.0 * rng.uniform() - 1.0); break;
           case Init::LogUniform1to16: v = std::log(1.0 + 15.0 * rng.uniform()); break;
           default: v = 0; break;
+        }
+        if (!factors.empty()) {
+          const double f = factors[static_cast<size_t>((done + i) / esize / row_elems)];
+          v = f == 0 ? 0.0 : f * v;  // a zeroed row is +0, not -0
         }
         store_element(t.dtype, v, buf.data() + i);
       }
@@ -210,7 +229,20 @@ std::vector<std::vector<TensorSpec>> plan_shards(const std::vector<TensorSpec>& 
 }  // namespace
 
 GenerateResult generate_k3_checkpoint(const GenerateOptions& o) {
-  const json config_json = k3_config_json(o.dims);
+  json config_json = k3_config_json(o.dims);
+  std::optional<RoutingShaper> shaper;
+  if (!o.routing_profile.empty() && o.routing_profile != "uniform") {
+    std::vector<int64_t> moe, kda;
+    for (int64_t l = 1; l < o.dims.layers; ++l) moe.push_back(l);  // layer 0 is dense (first_k_dense_replace 1)
+    const std::vector<int64_t>& full = o.dims.full_attn_layers;  // counts from 1
+    for (int64_t l = 0; l < o.dims.layers; ++l)
+      if (std::find(full.begin(), full.end(), l + 1) == full.end()) kda.push_back(l);
+    const RoutingProfile& p = routing_profile(o.routing_profile);
+    shaper.emplace(p, p.k3, o.dims.experts, o.dims.top_k, o.seed, "block_sparse_moe.gate.weight",
+                   "block_sparse_moe.gate.e_score_correction_bias",
+                   std::vector<std::string>{"self_attn.q_b_proj.weight", "self_attn.g_proj.weight"}, kda);
+    config_json[kRoutingProfileKey] = shaper->record(moe);
+  }
   // Parse our own config through the real loader first: the generator can
   // never write a checkpoint the runtime would refuse.
   const K3Config config = parse_k3_config(config_json, "generated config.json");
@@ -232,7 +264,7 @@ GenerateResult generate_k3_checkpoint(const GenerateOptions& o) {
     const std::string name = shard_file_name(s + 1, n);
     SafetensorsWriter w((fs::path(o.out_dir) / name).string(), shards[s], {{"format", "pt"}});
     for (const TensorSpec& t : shards[s]) {
-      write_tensor(w, t, o.seed, progress);
+      write_tensor(w, t, o.seed, shaper ? &*shaper : nullptr, progress);
       weight_map[t.name] = name;
     }
     w.commit();

@@ -24,6 +24,8 @@ struct GenerateOptions {
   uint64_t shard_bytes = 4ull << 30;  // target size per shard (at least two shards are written)
   bool force = false;                 // overwrite an existing checkpoint in out_dir
   bool progress = true;
+  // A routing profile (model/common/routing_profile.h); empty or "uniform": none.
+  std::string routing_profile;
 };
 
 struct GenerateResult {

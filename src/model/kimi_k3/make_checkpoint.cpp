@@ -1,3 +1,4 @@
+#include "model/common/routing_profile.h"
 #include "model/kimi_k3/generator.h"
 #include "model/kimi_k3/tensors.h"
 #include "util/progress.h"
@@ -13,6 +14,7 @@ std::string make_k3_checkpoint(const MakeCheckpointRequest& a) {
   o.shard_bytes = a.shard_bytes;
   o.force = a.force;
   o.progress = a.progress;
+  o.routing_profile = a.routing_profile;
   GenerateResult r = generate_k3_checkpoint(o);
   const K3Config& c = r.config;
   return strformat("wrote %s: preset %s, seed %llu, %d layers, %lld experts (top-%lld), hidden %lld\n", a.out.c_str(),
@@ -22,7 +24,8 @@ std::string make_k3_checkpoint(const MakeCheckpointRequest& a) {
          strformat("  %zu tensors in %d shards, %s of weights (expert record %llu bytes), %.2f s\n", r.tensors, r.shards,
                    human_bytes(static_cast<double>(r.payload_bytes)).c_str(),
                    static_cast<unsigned long long>(k3_expert_record_bytes(c)), r.seconds) +
-         "  the weights are random: this checkpoint has the K3 architecture and file layout, not its knowledge\n";
+         "  the weights are random: this checkpoint has the K3 architecture and file layout, not its knowledge\n" +
+         routing_profile_line(a.routing_profile);
 }
 
 }  // namespace deltafin

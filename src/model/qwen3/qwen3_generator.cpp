@@ -13,6 +13,7 @@
 #include "format/checkpoint.h"
 #include "format/checkpoint_dir.h"
 #include "format/safetensors_writer.h"
+#include "model/common/routing_profile.h"
 #include "model/qwen3/qwen3_weights.h"
 #include "tokenizer/bpe_trainer.h"
 #include "tokenizer/pretokenizer.h"
@@ -128,16 +129,27 @@ double init_scale(const TensorSpec& t, bool tied, bool* ones) {
   return 1.0 / std::sqrt(hidden);
 }
 
-void write_tensor(SafetensorsWriter& w, const TensorSpec& t, uint64_t seed, bool tied) {
+// `shaper` (a routing profile) scales rows after the values are drawn, so
+// the random stream, and every tensor it does not name, stay as without it.
+void write_tensor(SafetensorsWriter& w, const TensorSpec& t, uint64_t seed, bool tied, const RoutingShaper* shaper) {
   Rng rng(seed ^ fnv1a64(t.name));
   bool ones = false;
   const double scale = init_scale(t, tied, &ones);
   const uint64_t n = t.bytes() / 2;
+  const std::vector<double> factors =
+      shaper ? shaper->row_factors(t.name, t.shape.empty() ? 1 : t.shape[0]) : std::vector<double>{};
+  const uint64_t row_elems = t.shape.empty() ? 1 : n / t.shape[0];
   std::vector<uint16_t> buf(static_cast<size_t>(std::min<uint64_t>(n, 1u << 20)));
   for (uint64_t done = 0; done < n;) {
     const size_t m = static_cast<size_t>(std::min<uint64_t>(buf.size(), n - done));
-    for (size_t i = 0; i < m; ++i)
-      buf[i] = f32_to_bf16(static_cast<float>((ones ? 1.0 : 0.0) + scale * rng.normal()));
+    for (size_t i = 0; i < m; ++i) {
+      double v = (ones ? 1.0 : 0.0) + scale * rng.normal();
+      if (!factors.empty()) {
+        const double f = factors[static_cast<size_t>((done + i) / row_elems)];
+        v = f == 0 ? 0.0 : f * v;  // a zeroed row is +0, not -0
+      }
+      buf[i] = f32_to_bf16(static_cast<float>(v));
+    }
     w.append(buf.data(), m * 2);  // little-endian host, as safetensors
     done += m;
   }
@@ -317,7 +329,7 @@ uint64_t write_qwen3_checkpoint_files(const Qwen3CheckpointFiles& o, const std::
     if (scripted && scripted->writes(t))
       scripted->write(w, t);
     else
-      write_tensor(w, t, o.seed, o.tied);
+      write_tensor(w, t, o.seed, o.tied, o.shaper);
   };
 
   prepare_checkpoint_dir(o.out_dir, o.force);

@@ -21,6 +21,8 @@
 
 namespace deltafin {
 
+class RoutingShaper;
+
 // The added tokens after the BPE vocabulary, in Qwen3's order: <|endoftext|>,
 // <|im_start|>, <|im_end|> (special), <tool_call>, </tool_call>,
 // <tool_response>, </tool_response>, <think>, </think> (not special, as in
@@ -72,6 +74,8 @@ struct Qwen3CheckpointFiles {
   // its extra tokens come after the added ones, within `vocab`.
   const ScriptedOutput* script = nullptr;
   int64_t hidden = 0;  // the config's hidden_size (for the scripted tensors)
+  // Set: a routing profile's row factors (model/common/routing_profile.h).
+  const RoutingShaper* shaper = nullptr;
 };
 uint64_t write_qwen3_checkpoint_files(const Qwen3CheckpointFiles& files, const std::vector<TensorSpec>& tensors,
                                       const nlohmann::json& config_json);

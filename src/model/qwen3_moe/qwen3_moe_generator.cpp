@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "model/common/routing_profile.h"
 #include "model/qwen3/qwen3_generator.h"
 #include "model/qwen3_moe/qwen3_moe_weights.h"
 #include "util/error.h"
@@ -61,13 +63,24 @@ Qwen3MoeGenerateResult generate_qwen3_moe_checkpoint(const Qwen3MoeGenerateOptio
   want.decoder_sparse_step = d.decoder_sparse_step;
   want.norm_topk_prob = d.norm_topk_prob;
   want.mlp_only_layers = d.mlp_only_layers;
-  const nlohmann::json config_json = qwen3_moe_config_json(want);
+  nlohmann::json config_json = qwen3_moe_config_json(want);
+  std::optional<RoutingShaper> shaper;
+  if (!o.routing_profile.empty() && o.routing_profile != "uniform") {
+    if (o.script)
+      fail("make-model: --script and --routing-profile exclude each other (a scripted model has no random routing)");
+    const RoutingProfile& p = routing_profile(o.routing_profile);
+    shaper.emplace(p, p.qwen3_moe, d.experts, d.top_k, o.seed, "mlp.gate.weight", "");
+    const Qwen3MoeConfig plain = parse_qwen3_moe_config(config_json, "generated config.json");
+    config_json[kRoutingProfileKey] = shaper->record(plain.moe_layers());
+  }
   // Our own config goes through the real parser first: the generator never
-  // writes a checkpoint the runtime would refuse.
+  // writes a checkpoint the runtime would refuse (nor one whose profile
+  // record the parser would not ignore).
   const Qwen3MoeConfig config = parse_qwen3_moe_config(config_json, "generated config.json");
   const std::vector<TensorSpec> tensors = qwen3_moe_tensor_specs(config);
   Qwen3CheckpointFiles files{o.out_dir, o.seed, o.force, o.shards, d.vocab, o.max_position_embeddings,
-                             o.tie_word_embeddings, o.script ? &*o.script : nullptr, d.hidden};
+                             o.tie_word_embeddings, o.script ? &*o.script : nullptr, d.hidden,
+                             shaper ? &*shaper : nullptr};
   Qwen3MoeGenerateResult r;
   r.payload_bytes = write_qwen3_checkpoint_files(files, tensors, config_json);
   r.config = config;

@@ -48,6 +48,8 @@ struct Qwen3MoeGenerateOptions {
   bool force = false;
   // Set: greedy output follows this script (model/qwen3/qwen3_scripted.h).
   std::optional<ScriptedOutput> script;
+  // A routing profile (model/common/routing_profile.h); empty or "uniform": none.
+  std::string routing_profile;
 };
 
 struct Qwen3MoeGenerateResult {

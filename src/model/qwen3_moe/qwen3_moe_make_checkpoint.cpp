@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "model/common/routing_profile.h"
 #include "model/qwen3_moe/qwen3_moe_generator.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -24,6 +25,7 @@ std::string make_qwen3_moe_checkpoint(const MakeCheckpointRequest& a) {
   o.dims.moe_intermediate = d.moe_intermediate.value_or(o.dims.moe_intermediate);
   o.dims.intermediate = d.intermediate.value_or(o.dims.intermediate);
   if (!a.script.empty()) o.script = ScriptedOutput{a.script};
+  o.routing_profile = a.routing_profile;
   // About one shard per a.shard_bytes (--shard-mb), at least two, as released checkpoints are sharded.
   Qwen3MoeConfig probe;
   probe.base.hidden_size = o.dims.hidden;
@@ -43,7 +45,8 @@ std::string make_qwen3_moe_checkpoint(const MakeCheckpointRequest& a) {
          (a.script.empty()
               ? "  the weights are random: this checkpoint has Qwen3-MoE's architecture and file layout, not its knowledge\n"
               : strformat("  scripted: after the generation prompt its greedy output is the %zu tokens of --script\n",
-                          a.script.size()));
+                          a.script.size())) +
+         routing_profile_line(a.routing_profile);
 }
 
 }  // namespace deltafin
