@@ -162,6 +162,7 @@ std::string describe_model(const ModelInfo& m) {
     o << "; experts streamed from " << s.drives << " drive(s), cache "
       << human_bytes(static_cast<double>(m.memory.cache_bytes())) << ", lookahead " << lookahead_mode_name(s.lookahead)
       << ", io " << s.io_engine;
+    if (s.cache_policy != "cycle-heat") o << ", cache policy " << s.cache_policy;  // the default is not named
     if (s.mirror) {
       o << "; missing experts fetched from " << s.mirror->url << " (" << s.mirror->local_experts << " on the drives";
       if (s.mirror->disk_budget_bytes)

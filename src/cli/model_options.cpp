@@ -4,6 +4,7 @@
 
 #include "model/loaders/family_loaders.h"
 #include "engine/engine.h"
+#include "experts/cache_policy.h"
 #include "io/expert_reader.h"
 #include "util/error.h"
 
@@ -19,6 +20,10 @@ void add_model_options(CLI::App* sub, ModelArgs& a) {
   sub->add_option("--pin-gb", a.pin_gb, "Store: GB of RAM pinned to the hottest experts of the heat histogram")
       ->check(number(0))
       ->capture_default_str();
+  sub->add_option("--cache-policy", a.cache_policy,
+                  "Store: the expert cache's eviction policy, cycle-heat when not given (docs/design.md 4.1; "
+                  "cache-sim compares them on a route trace)")
+      ->check(one_of(cache_policy_names()));
   sub->add_option("--lookahead", a.lookahead,
                   "Store: route-lookahead prefetch; auto runs it per layer, only while recall pays and only for as "
                   "many predictions as the drives can read while otherwise idle")
@@ -52,12 +57,14 @@ ModelSource model_source(const ModelArgs& a) {
   o.threads = a.threads;
   o.route_trace = a.route_trace;
   if (!a.model.empty()) {
-    if (a.cache_gb || a.pin_gb != 0 || !a.trace.empty())
-      fail("--cache-gb, --pin-gb and --trace apply to --store runs (with --model every expert is resident)");
+    if (a.cache_gb || a.pin_gb != 0 || !a.trace.empty() || !a.cache_policy.empty())
+      fail("--cache-gb, --pin-gb, --cache-policy and --trace apply to --store runs (with --model every expert is "
+           "resident)");
     return s;
   }
   o.cache_gb = a.cache_gb;
   o.pin_gb = a.pin_gb;
+  if (!a.cache_policy.empty()) o.cache_policy = a.cache_policy;
   o.lookahead = parse_lookahead_mode(a.lookahead);
   o.reader.io = io_engine_name(parse_io_engine(a.io));  // checked before the model loads
   o.reader.queue_depth = a.queue_depth;

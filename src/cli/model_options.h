@@ -22,6 +22,7 @@ struct ModelArgs {
   int threads = 1;
   std::optional<double> cache_gb;
   double pin_gb = 0;
+  std::string cache_policy;  // "" = the default (EngineOptions)
   std::string lookahead = "auto", io = "uring", trace, route_trace;
   int queue_depth = 4, prefetch_depth = 1;
   double chunk_mb = 4;

@@ -5,87 +5,56 @@
 namespace deltafin {
 
 ExpertCache::ExpertCache(const CacheOptions& o)
-    : heat_(o.heat),
-      experts_per_layer_(o.experts_per_layer < 1 ? 1 : o.experts_per_layer),
-      first_layer_(o.first_layer),
-      layer_cycle_(o.layer_cycle < 0 ? 0 : o.layer_cycle),
-      current_layer_(o.first_layer) {
+    : experts_per_layer_(o.experts_per_layer < 1 ? 1 : o.experts_per_layer) {
   if (o.record_bytes == 0) fail("expert cache: record size is 0");
   if (o.slots == 0) fail("expert cache: needs at least one slot");
+  CachePolicyShape shape;
+  shape.experts_per_layer = experts_per_layer_;
+  shape.top_k = o.top_k;
+  shape.first_layer = o.first_layer;
+  shape.layer_cycle = o.layer_cycle;
+  shape.cycle_layers = o.cycle_layers;
+  shape.heat = o.heat;
+  policy_ = make_cache_policy(o.policy, shape);
+  policy_name_ = cache_policy_name(o.policy);
   slots_.resize(o.slots + o.pinned_slots);
   for (size_t i = 0; i < slots_.size(); ++i) {
-    slots_[i].buffer = make_aligned_buffer(o.record_bytes);
+    if (o.buffers) slots_[i].buffer = make_aligned_buffer(o.record_bytes);
     slots_[i].pinned = i >= o.slots;
+    if (!slots_[i].pinned) empty_.insert({0, static_cast<int>(i)});
   }
   pinned_ = o.pinned_slots;
   reserve_ = o.prefetch_reserve;
-  if (!o.cycle_layers.empty()) {
-    layer_cycle_ = static_cast<int64_t>(o.cycle_layers.size());
-    for (size_t i = 0; i < o.cycle_layers.size(); ++i) {
-      const int64_t l = o.cycle_layers[i];
-      if (l < 0 || (i && l <= o.cycle_layers[i - 1])) fail("expert cache: cycle layers must rise from 0");
-      cycle_position_.resize(static_cast<size_t>(l) + 1, -1);
-      cycle_position_[static_cast<size_t>(l)] = static_cast<int64_t>(i);
-    }
-    current_layer_ = o.cycle_layers.front();
-  }
 }
 
-int64_t ExpertCache::position(int64_t layer) const {
-  if (cycle_position_.empty()) return layer - first_layer_;
-  return layer >= 0 && static_cast<size_t>(layer) < cycle_position_.size() ? cycle_position_[static_cast<size_t>(layer)] : -1;
-}
-
-// p / (1 + d): see the header. Read on the engine thread (acquire) only.
-double ExpertCache::value_locked(const Slot& s) const {
-  const int64_t layer = s.key / experts_per_layer_, expert = s.key % experts_per_layer_;
-  double p = 1.0;
-  if (heat_ && layer < heat_->layers())
-    p = (heat_->at(layer, expert) + 1.0) / (heat_->layer_total(layer) + static_cast<double>(experts_per_layer_));
-  double d = 0;
-  if (layer_cycle_ > 0) {
-    const int64_t m = position(layer), cur = position(current_layer_);
-    d = static_cast<double>(((m - cur - 1) % layer_cycle_ + layer_cycle_) % layer_cycle_);
-    // The current layer comes again first: distance 0, every other layer one further.
-    if (current_again_) d = m == cur ? 0.0 : d + 1.0;
-  }
-  return p / (1.0 + d);
-}
-
-// Empty slots first, then the evictable ready (or failed, unreferenced) slot
-// of lowest value. A prefetch may not take a slot if fewer than reserve_
+// An Empty slot first (the least recently used of them, then the lowest),
+// else the policy's choice among the evictable ready (or failed,
+// unreferenced) slots. A prefetch may not take a slot if fewer than reserve_
 // claimable slots would remain for demand reads, nor evict another prefetch
 // not used yet (that trades one speculative read for another and wastes the
 // first).
-int ExpertCache::find_victim_locked(bool demand) const {
-  int best = -1, claimable = 0;
-  double best_value = 0;
-  bool best_empty = false;
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    const Slot& s = slots_[i];
-    if (s.pinned || s.refs > 0 || s.state == State::Loading) continue;
-    ++claimable;
-    if (!demand && s.prefetched && s.state == State::Ready) continue;
-    const bool empty = s.state == State::Empty;
-    const double v = empty ? 0 : value_locked(s);
-    const bool better = best < 0 || (empty && !best_empty) ||
-                        (empty == best_empty && (v < best_value || (v == best_value && s.last_use < slots_[static_cast<size_t>(best)].last_use)));
-    if (better) {
-      best = static_cast<int>(i);
-      best_value = v;
-      best_empty = empty;
-    }
+int ExpertCache::find_victim_locked(bool demand) {
+  if (!demand) {
+    size_t claimable = 0;
+    for (const Slot& s : slots_) claimable += !(s.pinned || s.refs > 0 || s.state == State::Loading);
+    if (claimable <= reserve_) return -1;
   }
-  if (!demand && claimable <= static_cast<int>(reserve_)) return -1;
-  return best;
+  if (!empty_.empty()) return empty_.begin()->second;
+  const int64_t key = policy_->victim([&](int64_t k) {
+    const Slot& s = slots_[static_cast<size_t>(slot_of(k))];
+    return !s.pinned && s.refs == 0 && s.state != State::Loading && (demand || !(s.prefetched && s.state == State::Ready));
+  }, demand);
+  return key < 0 ? -1 : slot_of(key);
 }
 
 ExpertCache::Claim ExpertCache::claim_locked(int64_t key, int slot, bool demand) {
   Slot& s = slots_[static_cast<size_t>(slot)];
   if (s.key >= 0) {
-    index_.erase(s.key);
+    set_slot_of(s.key, -1);
+    if (!s.pinned) policy_->erase(s.key);
     if (s.state == State::Ready) ++evictions_;
   }
+  if (s.state == State::Empty && !s.pinned) empty_.erase({s.last_use, slot});
   s.key = key;
   s.state = State::Loading;
   s.refs = demand ? 1 : 0;
@@ -93,26 +62,44 @@ ExpertCache::Claim ExpertCache::claim_locked(int64_t key, int slot, bool demand)
   s.last_use = ++tick_;
   s.ticket = 0;
   s.error.clear();
-  index_[key] = slot;
+  set_slot_of(key, slot);
+  if (!s.pinned) policy_->insert(key, s.last_use, demand);
   return Claim{Outcome::Claimed, slot, 0, false};
+}
+
+void ExpertCache::set_slot_of(int64_t key, int slot) {
+  if (key < 0) fail("expert cache: negative key ", key);
+  if (static_cast<size_t>(key) >= index_.size()) index_.resize(static_cast<size_t>(key) + 1, -1);
+  index_[static_cast<size_t>(key)] = slot;
+}
+
+void ExpertCache::empty_locked(int slot) {
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  if (s.key >= 0) {
+    set_slot_of(s.key, -1);
+    if (!s.pinned) policy_->erase(s.key);
+  }
+  s.key = -1;
+  s.state = State::Empty;
+  if (!s.pinned) empty_.insert({s.last_use, slot});
 }
 
 ExpertCache::Claim ExpertCache::acquire(int64_t key, bool demand) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = index_.find(key);
-  if (it != index_.end()) {
-    Slot& s = slots_[static_cast<size_t>(it->second)];
+  if (const int at = slot_of(key); at >= 0) {
+    Slot& s = slots_[static_cast<size_t>(at)];
     if (s.state == State::Ready || s.state == State::Loading) {
-      Claim c{s.state == State::Ready ? Outcome::Ready : Outcome::Loading, it->second, s.ticket, s.prefetched};
+      Claim c{s.state == State::Ready ? Outcome::Ready : Outcome::Loading, at, s.ticket, s.prefetched};
       if (demand) {
         ++s.refs;
         s.prefetched = false;
         s.last_use = ++tick_;
+        if (!s.pinned) policy_->touch(key, s.last_use);
       }
       return c;
     }
     // Failed and unreferenced slots are claimable again below.
-    if (s.refs == 0) return claim_locked(key, it->second, demand);
+    if (s.refs == 0) return claim_locked(key, at, demand);
     return Claim{Outcome::Full, -1, 0, false, version_};
   }
   const int victim = find_victim_locked(demand);
@@ -122,7 +109,7 @@ ExpertCache::Claim ExpertCache::acquire(int64_t key, bool demand) {
 
 ExpertCache::Claim ExpertCache::acquire_pinned(int64_t key) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (index_.count(key)) return Claim{Outcome::Full, -1, 0, false, version_};
+  if (slot_of(key) >= 0) return Claim{Outcome::Full, -1, 0, false, version_};
   for (size_t i = 0; i < slots_.size(); ++i)
     if (slots_[i].pinned && slots_[i].state == State::Empty) return claim_locked(key, static_cast<int>(i), false);
   return Claim{Outcome::Full, -1, 0, false, version_};
@@ -140,16 +127,14 @@ void ExpertCache::finish_load(int slot, bool ok, const std::string& error) {
     s.ticket = 0;
     ++version_;
     if (s.key < 0) {
-      s.state = State::Empty;  // forgotten while loading: nobody waits for it
+      empty_locked(slot);  // forgotten while loading: nobody waits for it
     } else if (ok) {
       s.state = State::Ready;
     } else if (s.refs > 0) {
       s.state = State::Failed;  // a demand waiter reads the error, then releases
       s.error = error;
     } else {
-      index_.erase(s.key);
-      s.key = -1;
-      s.state = State::Empty;
+      empty_locked(slot);
     }
   }
   changed_.notify_all();
@@ -161,11 +146,7 @@ void ExpertCache::release(int slot) {
     Slot& s = slots_[static_cast<size_t>(slot)];
     if (s.refs <= 0) fail("expert cache: release of an unreferenced slot ", slot);
     ++version_;
-    if (--s.refs == 0 && s.state == State::Failed) {
-      index_.erase(s.key);
-      s.key = -1;
-      s.state = State::Empty;
-    }
+    if (--s.refs == 0 && s.state == State::Failed) empty_locked(slot);
   }
   changed_.notify_all();
 }
@@ -201,17 +182,17 @@ int64_t ExpertCache::key(int slot) const {
 
 void ExpertCache::set_current_layer(int64_t layer, bool again) {
   std::lock_guard<std::mutex> lock(mu_);
-  current_layer_ = layer;
-  current_again_ = again;
+  policy_->set_current_layer(layer, again);
 }
 
 void ExpertCache::forget(int64_t key) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = index_.find(key);
-  if (it == index_.end()) return;
-  Slot& s = slots_[static_cast<size_t>(it->second)];
+  const int at = slot_of(key);
+  if (at < 0) return;
+  Slot& s = slots_[static_cast<size_t>(at)];
   if (s.state != State::Loading || s.refs > 0) return;
-  index_.erase(it);
+  set_slot_of(key, -1);
+  if (!s.pinned) policy_->erase(key);
   s.key = -1;
 }
 
@@ -231,9 +212,9 @@ void ExpertCache::unmark_prefetched(int64_t layer) {
 
 bool ExpertCache::contains(int64_t key) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = index_.find(key);
-  if (it == index_.end()) return false;
-  const State st = slots_[static_cast<size_t>(it->second)].state;
+  const int at = slot_of(key);
+  if (at < 0) return false;
+  const State st = slots_[static_cast<size_t>(at)].state;
   return st == State::Ready || st == State::Loading;
 }
 

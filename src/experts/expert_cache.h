@@ -4,29 +4,36 @@
 // flight into the buffer) or ready. Pinned slots (the hottest experts,
 // --pin-gb) are never evicted.
 //
-// Eviction: recency weighted by heat, where recency is measured in the layer
-// cycle. A forward pass visits the MoE layers in order, so an expert of the
-// layer just computed is next needed a whole pass later, and one of the next
-// layer almost at once. Plain LRU evicts exactly the experts needed soonest
-// (on the bench model, a 56-slot cache over 80 experts per token got no hits
-// with it). So a slot's value is
+// Which ready expert makes room for a missed one is its policy's choice
+// (experts/cache_policy.h, --cache-policy); the cache itself takes an empty
+// slot first (the one emptied longest ago) and never offers a pinned,
+// referenced or loading slot, nor, to a prefetch, a prefetch not used yet.
+// The default, cycle-heat, is recency weighted by heat, where recency is
+// measured in the layer cycle. A forward pass visits the MoE layers in order,
+// so an expert of the layer just computed is next needed a whole pass later,
+// and one of the next layer almost at once. Plain LRU evicts exactly the
+// experts needed soonest (on the bench model, a 56-slot cache over 80 experts
+// per token got no hits with it). So a slot's value is
 //     p / (1 + d)
 // with d the MoE layers until its layer comes round again and p its chance of
 // being used then, from the heat histogram ((h + 1) / (layer total + E)).
 // The lowest value goes first; ties go to the least recently used.
 //
 // Thread-safe: the engine thread acquires/releases; reader threads only call
-// finish_load(). Nothing here calls out while holding the lock.
+// finish_load(). Nothing here calls out while holding the lock but the
+// policy, which is called only under it.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "experts/cache_policy.h"
 #include "io/aligned_buffer.h"
 #include "store/heat.h"
 
@@ -45,6 +52,9 @@ struct CacheOptions {
   int64_t first_layer = 1, layer_cycle = 0;
   std::vector<int64_t> cycle_layers;
   const HeatHistogram* heat = nullptr;  // read on the engine thread only (acquire), may be null
+  CachePolicyKind policy = CachePolicyKind::CycleHeat;
+  int64_t top_k = 1;     // experts per token at a layer (the cycle-reuse policy's prior)
+  bool buffers = true;   // false: slots hold no bytes (cache-sim: data() is null)
 };
 
 class ExpertCache {
@@ -108,6 +118,7 @@ public:
   // demands have come: what was not used was a wrong prediction).
   void unmark_prefetched(int64_t layer);
   uint64_t evictions() const;
+  const std::string& policy_name() const { return policy_name_; }
 
 private:
   struct Slot {
@@ -122,20 +133,25 @@ private:
     AlignedBuffer buffer;
   };
 
-  int find_victim_locked(bool demand) const;
-  double value_locked(const Slot& s) const;
+  int find_victim_locked(bool demand);
   Claim claim_locked(int64_t key, int slot, bool demand);
+  // A slot's key leaves it (index and policy); the slot becomes Empty.
+  void empty_locked(int slot);
 
   mutable std::mutex mu_;
   std::condition_variable changed_;
   std::vector<Slot> slots_;
-  std::unordered_map<int64_t, int> index_;
-  const HeatHistogram* heat_ = nullptr;
+  // key -> its slot, -1 none (keys are layer * experts + expert: dense).
+  std::vector<int> index_;
+  int slot_of(int64_t key) const {
+    return key >= 0 && static_cast<size_t>(key) < index_.size() ? index_[static_cast<size_t>(key)] : -1;
+  }
+  void set_slot_of(int64_t key, int slot);
+  std::unique_ptr<CachePolicy> policy_;
+  std::string policy_name_;
+  // The evictable Empty slots by (last use, slot): the first is taken first, as a scan in slot order took them.
+  std::set<std::pair<uint64_t, int>> empty_;
   int64_t experts_per_layer_ = 1;
-  int64_t first_layer_ = 1, layer_cycle_ = 0, current_layer_ = 0;
-  std::vector<int64_t> cycle_position_;  // layer -> its place in the cycle (cycle_layers given), -1 off it
-  int64_t position(int64_t layer) const;
-  bool current_again_ = false;
   size_t pinned_ = 0, reserve_ = 0;
   uint64_t tick_ = 0, evictions_ = 0, version_ = 0;
 };

@@ -11,10 +11,6 @@
 namespace deltafin {
 
 namespace {
-// Heat decays by this factor per position processed: a use ~700 tokens ago
-// counts half as much as one now.
-constexpr double kHeatDecayPerPosition = 0.999;
-
 // Cache tickets of fetches carry this bit, so promote/abort reach the fetcher;
 // those of striped reads the next one, so they reach every stripe's read.
 constexpr uint64_t kFetchTicket = 1ull << 63;
@@ -45,6 +41,8 @@ StreamingExpertSource::StreamingExpertSource(const StoreManifest& m, const Strea
   co.prefetch_reserve = static_cast<size_t>(experts_per_token);
   co.experts_per_layer = m.experts;
   co.heat = heat;
+  co.policy = o.cache_policy;
+  co.top_k = experts_per_token;
   co.cycle_layers = m.moe_layers;  // the manifest's MoE layers come round every pass
   cache_ = std::make_unique<ExpertCache>(co);
   std::vector<DriveSpec> drives;

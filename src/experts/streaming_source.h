@@ -48,6 +48,7 @@ struct StreamCounters {
 struct StreamOptions {
   size_t cache_slots = 0;      // evictable slots (>= working set, see experts/memory_plan)
   size_t pinned_slots = 0;
+  CachePolicyKind cache_policy = CachePolicyKind::CycleHeat;  // --cache-policy (experts/cache_policy.h)
   ReaderOptions reader;
   // A streamed store (manifest.remote): experts not on the drives are fetched
   // from the mirror into the cache slot (and installed on the drives).

@@ -59,6 +59,7 @@ void open_streaming_experts(LoadedModel& m, const EngineOptions& o, int64_t expe
   StreamOptions so;
   so.cache_slots = m.memory.cache_slots;
   so.pinned_slots = m.memory.pinned_slots;
+  so.cache_policy = parse_cache_policy(o.cache_policy, "--cache-policy");
   so.reader = reader_options(o.reader);
   so.gate_prefetch_by_idle = gate_by_idle;
   if (fetch) {

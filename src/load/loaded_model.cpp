@@ -47,6 +47,7 @@ ModelInfo LoadedModel::info() const {
   s.lookahead = route_lookahead() ? route_lookahead()->mode() : LookaheadMode::Off;
   s.io_engine = io_engine_name(stream->reader().engine());
   s.io_note = stream->reader().engine_note();
+  s.cache_policy = stream->cache().policy_name();
   if (const ExpertFetcher* f = stream->fetcher())
     s.mirror = StreamInfo::Mirror{f->url(), static_cast<uint64_t>(f->local_experts()), f->disk_budget_bytes()};
   return i;

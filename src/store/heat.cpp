@@ -1,6 +1,7 @@
 #include "store/heat.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 
@@ -16,6 +17,13 @@ namespace {
 
 constexpr int kHeatVersion = 1;
 
+// One sequence for every histogram, so a version is never reused, even by a
+// histogram assigned over another.
+uint64_t next_version() {
+  static std::atomic<uint64_t> counter{0};
+  return ++counter;
+}
+
 std::string heat_path(const std::string& store_dir) {
   return (std::filesystem::path(store_dir) / "heat.json").string();
 }
@@ -26,6 +34,7 @@ HeatHistogram::HeatHistogram(int64_t layers, int64_t experts) : layers_(layers),
   if (layers < 0 || experts < 0) fail("heat histogram: negative shape ", layers, " x ", experts);
   counts_.assign(static_cast<size_t>(layers * experts), 0.0);
   layer_totals_.assign(static_cast<size_t>(layers), 0.0);
+  layer_versions_.assign(static_cast<size_t>(layers), next_version());
 }
 
 HeatHistogram HeatHistogram::load(const std::string& store_dir, int64_t layers, int64_t experts) {
@@ -75,18 +84,21 @@ void HeatHistogram::add(int64_t layer, int64_t expert, double amount) {
     fail("heat histogram: (layer ", layer, ", expert ", expert, ") outside ", layers_, " x ", experts_);
   counts_[static_cast<size_t>(layer * experts_ + expert)] += amount;
   layer_totals_[static_cast<size_t>(layer)] += amount;
+  layer_versions_[static_cast<size_t>(layer)] = next_version();
 }
 
 void HeatHistogram::decay(double factor) {
   for (double& c : counts_) c *= factor;
   for (double& t : layer_totals_) t *= factor;
+  decay_version_ = next_version();
 }
 
-double HeatHistogram::at(int64_t layer, int64_t expert) const {
-  if (layer < 0 || layer >= layers_ || expert < 0 || expert >= experts_)
-    fail("heat histogram: (layer ", layer, ", expert ", expert, ") outside ", layers_, " x ", experts_);
-  return counts_[static_cast<size_t>(layer * experts_ + expert)];
+
+void HeatHistogram::outside(int64_t layer, int64_t expert) const {
+  fail("heat histogram: (layer ", layer, ", expert ", expert, ") outside ", layers_, " x ", experts_);
 }
+
+void HeatHistogram::no_layer(int64_t layer) const { fail("heat histogram: no layer ", layer); }
 
 std::vector<std::pair<int64_t, int64_t>> HeatHistogram::hottest(size_t n) const {
   std::vector<size_t> idx;
@@ -103,10 +115,6 @@ std::vector<std::pair<int64_t, int64_t>> HeatHistogram::hottest(size_t n) const 
   return out;
 }
 
-double HeatHistogram::layer_total(int64_t layer) const {
-  if (layer < 0 || layer >= layers_) fail("heat histogram: no layer ", layer);
-  return layer_totals_[static_cast<size_t>(layer)];
-}
 
 double HeatHistogram::total() const {
   double t = 0;

@@ -28,20 +28,52 @@ public:
   void add(int64_t layer, int64_t expert, double amount = 1.0);
   // Multiplies every count by `factor` (e.g. once per token: 0.999).
   void decay(double factor);
-  double at(int64_t layer, int64_t expert) const;
+  // Inline: the cache's eviction order reads them for every ranked expert.
+  double at(int64_t layer, int64_t expert) const {
+    if (layer < 0 || layer >= layers_ || expert < 0 || expert >= experts_) outside(layer, expert);
+    return counts_[static_cast<size_t>(layer * experts_ + expert)];
+  }
   // Sum over the layer's experts, kept up to date by add() and decay() (the
   // cache reads it on every eviction; summing there would cost O(experts)).
-  double layer_total(int64_t layer) const;
+  double layer_total(int64_t layer) const {
+    if (layer < 0 || layer >= layers_) no_layer(layer);
+    return layer_totals_[static_cast<size_t>(layer)];
+  }
   // The n hottest (layer, expert) pairs with count > 0, hottest first, ties to lower (layer, expert).
   std::vector<std::pair<int64_t, int64_t>> hottest(size_t n) const;
   double total() const;
+  // Changes whenever a count of `layer` may have changed (an add to it, a
+  // decay of all), and never takes a value it had before, in any histogram:
+  // whoever keeps values derived from the counts (the cache's eviction order,
+  // experts/cache_policy.h) compares it instead of reading every count.
+  uint64_t layer_version(int64_t layer) const {
+    const uint64_t v = layer_add_version(layer);
+    return v > decay_version_ ? v : decay_version_;
+  }
+  // The same for adds alone: a decay multiplies every count by one factor,
+  // which keeps their order (or rounds two together), so an order of counts
+  // needs redoing only when this changes.
+  uint64_t layer_add_version(int64_t layer) const {
+    if (layer < 0 || layer >= layers_) no_layer(layer);
+    return layer_versions_[static_cast<size_t>(layer)];
+  }
   int64_t layers() const { return layers_; }
   int64_t experts() const { return experts_; }
 
 private:
+  [[noreturn]] void outside(int64_t layer, int64_t expert) const;
+  [[noreturn]] void no_layer(int64_t layer) const;
+
   int64_t layers_ = 0, experts_ = 0;
   std::vector<double> counts_;
   std::vector<double> layer_totals_;
+  std::vector<uint64_t> layer_versions_;  // of the last add to each layer
+  uint64_t decay_version_ = 0;            // of the last decay
 };
+
+// The decay the streaming source gives the histogram per position processed
+// (experts/streaming_source.cpp; cache-sim replays it): a use ~700 tokens ago
+// counts half as much as one now.
+inline constexpr double kHeatDecayPerPosition = 0.999;
 
 }  // namespace deltafin
