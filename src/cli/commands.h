@@ -68,5 +68,6 @@ Command add_serve(CLI::App& app);
 Command add_trace_plot(CLI::App& app);
 Command add_bench(CLI::App& app);
 Command add_bench_chart(CLI::App& app);
+Command add_cache_sim(CLI::App& app);
 
 }  // namespace deltafin::cli
