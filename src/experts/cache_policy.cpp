@@ -1,6 +1,7 @@
 #include "experts/cache_policy.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <optional>
 
@@ -159,17 +160,6 @@ private:
   double experts_;
 };
 
-// kReuseVisitDecay^n, from a table for the usual n.
-double visit_decay(int64_t n) {
-  static const std::vector<double> table = [] {
-    std::vector<double> t(64);
-    for (size_t i = 0; i < t.size(); ++i) t[i] = std::pow(kReuseVisitDecay, static_cast<double>(i));
-    return t;
-  }();
-  return n >= 0 && static_cast<size_t>(n) < table.size() ? table[static_cast<size_t>(n)]
-                                                          : std::pow(kReuseVisitDecay, static_cast<double>(n));
-}
-
 // -(d + C (1/q - 1)): see the header.
 class CycleReuseRank : public Rank {
 public:
@@ -180,67 +170,108 @@ public:
         k_(static_cast<double>(s.top_k < 1 ? 1 : s.top_k)) {}
 
   // A visit of a layer is a run of calls for it; a sliced layer's calls
-  // (again = true until its last slice) are one visit.
+  // (again = true until its last slice) are one visit. A new visit first
+  // learns from the layer's last one.
   void set_current_layer(int64_t layer, bool again) {
     const bool same_visit = layer == cycle_.current() && again_;
     cycle_.set_current(layer, again);
     again_ = again;
     if (same_visit) return;
-    Visits& v = visits(layer);
-    ++v.count;
-    v.weight = kReuseVisitDecay * v.weight + 1.0;
-    v.version = ++versions_;
+    Layer& l = stats(layer);
+    if (l.count > 0) learn(layer, l);
+    ++l.count;
+    l.version = ++versions_;
   }
 
   // A demand of `key` while its layer is computed counts once per visit.
   void used(int64_t key) {
     const int64_t layer = key / e_;
     if (key < 0 || layer != cycle_.current()) return;
-    const int64_t now = visits(layer).count;
+    Layer& l = stats(layer);
     if (static_cast<size_t>(key) >= uses_.size()) uses_.resize(static_cast<size_t>(key) + 1);
     Uses& u = uses_[static_cast<size_t>(key)];
-    if (u.visit == now) return;
-    u.n = (u.visit > 0 ? u.n * visit_decay(now - u.visit) : 0.0) + 1.0;
-    u.visit = now;
+    if (u.visit == l.count) return;
+    u.before = u.visit;
+    u.visit = l.count;
+    l.now.push_back(key);
   }
 
   double score(int64_t layer, int64_t expert) const {
     const size_t key = static_cast<size_t>(layer * e_ + expert);
-    const Visits* v = static_cast<size_t>(layer) < visits_.size() ? &visits_[static_cast<size_t>(layer)] : nullptr;
-    double n = 0;
-    if (key < uses_.size() && uses_[key].visit > 0)
-      n = uses_[key].n * visit_decay(v->count - uses_[key].visit);
-    const double e = static_cast<double>(e_);
-    const double prior =
-        std::min(1.0, heat_.covers(layer) ? k_ * (heat_.count(layer, expert) + 1.0) / (heat_.total(layer) + e) : k_ / e);
-    return (n + kReusePriorVisits * prior) / ((v ? v->weight : 0.0) + kReusePriorVisits);
+    const Layer* l = static_cast<size_t>(layer) < layers_.size() ? &layers_[static_cast<size_t>(layer)] : nullptr;
+    // The key's age at the layer's next visit: 1 = used at the last (or this) one.
+    size_t age = kReuseAges;
+    if (l && key < uses_.size() && uses_[key].visit > 0)
+      age = static_cast<size_t>(std::min<int64_t>(l->count + 1 - uses_[key].visit, static_cast<int64_t>(kReuseAges)));
+    const double lift = l ? (l->uses[age] + 1.0) / (l->expected[age] + 1.0) : 1.0;
+    return std::min(1.0, prior(layer, expert) * lift);
   }
   double value(int64_t layer, double q) const {
     const double c = static_cast<double>(std::max<int64_t>(cycle_.length(), 1));
     return -(cycle_.distance(layer) + c * (1.0 / q - 1.0));
   }
-  // A visit decays n and V, and a heat decay moves q0 by amounts that differ
-  // by key: either may reorder the layer.
+  // A visit moves every key's age and the layer's lifts, and a heat decay
+  // moves q0 by amounts that differ by key: either may reorder the layer.
   Stamp order_stamp(int64_t layer) const {
-    const uint64_t own = static_cast<size_t>(layer) < visits_.size() ? visits_[static_cast<size_t>(layer)].version : 0;
+    const uint64_t own = static_cast<size_t>(layer) < layers_.size() ? layers_[static_cast<size_t>(layer)].version : 0;
     return {heat_.version(layer), own};
   }
   Stamp value_stamp(int64_t layer) const { return order_stamp(layer); }
 
 private:
-  struct Visits {
-    int64_t count = 0;  // visits so far
-    double weight = 0;  // V: visits decayed by kReuseVisitDecay per visit
+  // Ages 1 .. kReuseAges - 1 by the visit, then one bucket for older or never.
+  struct Layer {
+    int64_t count = 0;  // visits so far; the current (or last) one is `count`
     uint64_t version = 0;
+    std::vector<int64_t> now;                         // keys used at visit `count`
+    std::array<std::vector<int64_t>, kReuseAges - 1> past;  // [a - 1]: keys used at visit count - a
+    // Per age: the uses seen, and the uses expected from the heat alone (the
+    // sum of q0 over the keys of that age at each visit), both decayed.
+    std::array<double, kReuseAges + 1> uses{}, expected{};
   };
   struct Uses {
-    double n = 0;       // n as of visit `visit`
-    int64_t visit = 0;  // 0: never used
+    int64_t visit = 0, before = 0;  // the visit of its last use and of the one before (0: none)
   };
 
-  Visits& visits(int64_t layer) {
-    if (static_cast<size_t>(layer) >= visits_.size()) visits_.resize(static_cast<size_t>(layer) + 1);
-    return visits_[static_cast<size_t>(layer)];
+  Layer& stats(int64_t layer) {
+    if (static_cast<size_t>(layer) >= layers_.size()) layers_.resize(static_cast<size_t>(layer) + 1);
+    return layers_[static_cast<size_t>(layer)];
+  }
+
+  double prior(int64_t layer, int64_t expert) const {
+    const double e = static_cast<double>(e_);
+    return std::min(1.0, heat_.covers(layer) ? k_ * (heat_.count(layer, expert) + 1.0) / (heat_.total(layer) + e) : k_ / e);
+  }
+
+  // Visit t = l.count is over, its uses in l.now: for each age a, the keys
+  // last used a visits before it were expected to come back sum(q0) times and
+  // came back as often as they did. The keys of no recent use (older, never,
+  // and pinned ones, which the policy does not see) take the rest: K expected
+  // uses in all.
+  void learn(int64_t layer, Layer& l) {
+    const int64_t t = l.count;
+    std::array<double, kReuseAges + 1> seen{}, expect{};
+    for (int64_t key : l.now) {
+      const Uses& u = uses_[static_cast<size_t>(key)];
+      seen[u.before > 0 ? static_cast<size_t>(std::min<int64_t>(t - u.before, static_cast<int64_t>(kReuseAges))) : kReuseAges] += 1;
+    }
+    double recent = 0;
+    for (size_t a = 1; a < kReuseAges; ++a)
+      for (int64_t key : l.past[a - 1]) {
+        const Uses& u = uses_[static_cast<size_t>(key)];
+        const int64_t last = u.visit == t ? u.before : u.visit;  // its last use before visit t
+        if (last != t - static_cast<int64_t>(a)) continue;      // used again since
+        expect[a] += prior(layer, key % e_);
+      }
+    for (size_t a = 1; a < kReuseAges; ++a) recent += expect[a];
+    expect[kReuseAges] = std::max(0.0, k_ - recent);
+    for (size_t a = 1; a <= kReuseAges; ++a) {
+      l.uses[a] = kReuseStatsDecay * l.uses[a] + seen[a];
+      l.expected[a] = kReuseStatsDecay * l.expected[a] + expect[a];
+    }
+    for (size_t a = l.past.size() - 1; a > 0; --a) l.past[a].swap(l.past[a - 1]);
+    l.past[0].swap(l.now);
+    l.now.clear();
   }
 
   HeatReader heat_;
@@ -248,7 +279,7 @@ private:
   int64_t e_;
   double k_;
   bool again_ = false;
-  std::vector<Visits> visits_;
+  std::vector<Layer> layers_;
   std::vector<Uses> uses_;
   uint64_t versions_ = 0;
 };

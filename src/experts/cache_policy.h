@@ -16,18 +16,21 @@
 //                pass's layer cycle, p = (h + 1) / (layer total + E).
 //   cycle-reuse  value -D, D the expected MoE-layer steps until the key is
 //                used again: D = d + C (1/q - 1), C the cycle's length and q
-//                the chance that the next visit of its layer routes it, from
-//                the layer's recent visits with the heat as the prior:
-//                  q = (n + m q0) / (V + m),
-//                n the visits that routed it and V all visits of the layer,
-//                both decayed by g per visit (kReuseVisitDecay, a time
-//                constant of 4 tokens), q0 = min(1, K (h + 1) / (total + E)),
-//                m = kReusePriorVisits. cycle-heat's p / (1 + d) ranks by
-//                (1 + d) / p, which lets the cycle distance outweigh any
-//                skew: on a 60-layer cycle it drops an expert used by half of
-//                all tokens, just computed (d = 59), before one used by a
-//                tenth whose layer comes next (d = 0), which is needed ~9
-//                tokens later against ~2. D adds the distance to the reuse
+//                the chance that the next visit of its layer routes it:
+//                  q = min(1, q0 * lift(age)),
+//                q0 = min(1, K (h + 1) / (total + E)) the heat's share, age
+//                the layer's visits since the key's last use, and lift(a) =
+//                (uses + 1) / (expected + 1) learned per layer: over its past
+//                visits (decayed by kReuseStatsDecay per visit), how often
+//                keys of age a came back against the sum of their q0. With
+//                no temporal locality every lift is ~1 and q is the heat's;
+//                where a layer's routes repeat from token to token, recent
+//                keys get the lift they earned. cycle-heat's p / (1 + d)
+//                ranks by (1 + d) / p, which lets the cycle distance outweigh
+//                any skew: on a 60-layer cycle it drops an expert used by
+//                half of all tokens, just computed (d = 59), before one used
+//                by a tenth whose layer comes next (d = 0), which is needed
+//                ~9 tokens later against ~2. D adds the distance to the reuse
 //                time instead, in the same unit (docs/design.md §4.1).
 // The pinned tier (--pin-gb) is outside every policy: pinned slots are never
 // offered as victims.
@@ -51,8 +54,10 @@ std::string cache_policy_name(CachePolicyKind kind);
 // `where` names the option or field in the error: "--cache-policy: "x" is not a cache policy (lru, ...)".
 CachePolicyKind parse_cache_policy(const std::string& name, const std::string& where);
 
-inline constexpr double kReuseVisitDecay = 0.75;
-inline constexpr double kReusePriorVisits = 2.0;
+// cycle-reuse's lift by age: ages 1 .. kReuseAges - 1 visits since the last
+// use, then one bucket for older or never; its counts decay per visit.
+inline constexpr size_t kReuseAges = 9;
+inline constexpr double kReuseStatsDecay = 0.98;
 
 // What a policy knows of the cache: key = layer * experts_per_layer + expert.
 struct CachePolicyShape {

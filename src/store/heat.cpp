@@ -93,7 +93,6 @@ void HeatHistogram::decay(double factor) {
   decay_version_ = next_version();
 }
 
-
 void HeatHistogram::outside(int64_t layer, int64_t expert) const {
   fail("heat histogram: (layer ", layer, ", expert ", expert, ") outside ", layers_, " x ", experts_);
 }
@@ -114,7 +113,6 @@ std::vector<std::pair<int64_t, int64_t>> HeatHistogram::hottest(size_t n) const 
     out.emplace_back(static_cast<int64_t>(idx[k]) / experts_, static_cast<int64_t>(idx[k]) % experts_);
   return out;
 }
-
 
 double HeatHistogram::total() const {
   double t = 0;

@@ -388,88 +388,106 @@ TEST(CachePolicy, FrequencyEvictsTheLowestHeatCount) {
   EXPECT_EQ(victims(*p), (std::vector<int64_t>{7, 0, 5}));
 }
 
-// cycle-reuse: three MoE layers (C = 3), K = 1, no heat (q0 = K / E = 1/4).
-// Visits: layer 0 three times, routing A0 (key 0) each time; layer 1 twice,
-// B2 (key 6) only the first time; layer 2 twice, C0 (key 8) both times; the
-// current layer is 0 (its third visit). With g = 3/4 and m = 2:
-//   A0: V = (1 * 3/4 + 1) * 3/4 + 1 = 2.3125, n = 2.3125,
-//       q = (2.3125 + 2/4) / (2.3125 + 2) = 0.6522; d = 2 (just computed);
-//       D = 2 + 3 (1/q - 1) = 2 + 1.6 = 3.6
-//   B2: V = 1.75, n = 3/4 (one visit ago), q = (0.75 + 0.5) / 3.75 = 1/3;
-//       d = 0 (next); D = 0 + 3 (3 - 1) = 6
-//   C0: V = 1.75, n = 1.75, q = (1.75 + 0.5) / 3.75 = 0.6; d = 1;
-//       D = 1 + 3 (5/3 - 1) = 3
-// The largest D goes first: B2, then A0, then C0. cycle-heat (p = 1 without
-// heat) ranks by 1 / (1 + d) and drops A0 first: the expert used on every
-// token, because its layer was just computed.
+// cycle-reuse: three MoE layers (C = 3), K = 1, no heat (q0 = K / E = 1/4
+// for every expert). Token 1 routes A0, B2, C0; token 2 A0, B1, C0; token 3
+// is at layer 0 (A), routing A0 again. A layer learns from its last visit
+// when the next one starts, so only A has learned anything (from tokens 1
+// and 2): at its second visit, A0 (never used before) came as one of K = 1
+// expected uses of the old bucket: uses[old] = 1, expected[old] = 1; at its
+// third, A0 came back at age 1, where the heat expected 1/4: uses[1] = 1,
+// expected[1] = 1/4 (the rest, 3/4, expected in the old bucket, which got
+// nothing: uses[old] = 0.98, expected[old] = 0.98 + 0.75).
+//   A0: age 1, lift (1 + 1) / (1/4 + 1) = 1.6, q = 0.4; d = 2 (just
+//       computed): D = 2 + 3 (1/0.4 - 1) = 6.5
+//   B2: age 2, B1: age 1, C0: age 1; their layers have no data: lift 1,
+//       q = 1/4; d(B) = 0: D = 0 + 3 (4 - 1) = 9; d(C) = 1: D = 10
+// The largest D goes first: C0, B2 and B1 (a tie: B2 used longer ago), then
+// A0. Without the lift (q = q0) A0 would have D = 11 and go first, as
+// cycle-heat (p = 1 without heat) drops it first, 1 / (1 + 2) being the
+// lowest value: the expert used on every token, because its layer was just
+// computed.
 TEST(CachePolicy, CycleReuseEvictsTheLongestExpectedWait) {
   auto p = make_cache_policy(CachePolicyKind::CycleReuse, shape({0, 1, 2}));
   auto h = make_cache_policy(CachePolicyKind::CycleHeat, shape({0, 1, 2}));
   for (CachePolicy* c : {p.get(), h.get()}) {
     c->set_current_layer(0, false);
-    c->insert(0, 1, true);
+    c->insert(0, 1, true);  // A0
     c->set_current_layer(1, false);
-    c->insert(6, 2, true);
+    c->insert(6, 2, true);  // B2
     c->set_current_layer(2, false);
-    c->insert(8, 3, true);
+    c->insert(8, 3, true);  // C0
     c->set_current_layer(0, false);
     c->touch(0, 4);
     c->set_current_layer(1, false);
+    c->insert(5, 5, true);  // B1
     c->set_current_layer(2, false);
-    c->touch(8, 5);
+    c->touch(8, 6);
     c->set_current_layer(0, false);
-    c->touch(0, 6);
+    c->touch(0, 7);
   }
-  EXPECT_EQ(victims(*p), (std::vector<int64_t>{6, 0, 8}));
+  EXPECT_EQ(victims(*p), (std::vector<int64_t>{8, 6, 5, 0}));
   EXPECT_EQ(victim(*h), 0);
 }
 
-// A prefetch claim is not a use. Two MoE layers (C = 2), K = 1, no heat;
-// the first visit of layer 0 (V = 1) claims A0 for its demand and A1 for a
-// prefetch; B0 is in from before (layer 1 never visited: V = 0):
-//   A0: n = 1, q = (1 + 2/4) / (1 + 2) = 1/2, d = 1: D = 1 + 2 (2 - 1) = 3
-//   A1: n = 0, q = (2/4) / 3 = 1/6,           d = 1: D = 1 + 2 (6 - 1) = 11
-//   B0: n = 0, q = (2/4) / 2 = 1/4,           d = 0: D = 0 + 2 (4 - 1) = 6
-// A1 goes; counted as a use it would tie A0 at 3, and B0 would go.
+// A prefetch claim is not a use. Two MoE layers (C = 2), K = 1, no heat:
+// layer 0 routes A0 on three visits, and A1 is read ahead at the third;
+// then layer 1's first visit routes B0. Layer 0 has learned (as above):
+// uses[1] = 1, expected[1] = 1/4, uses[old] = 0.98, expected[old] = 1.73.
+//   A0: age 1, lift 1.6, q = 0.4; d = 0 (next): D = 0 + 2 (2.5 - 1) = 3
+//   A1: never used, lift (0.98 + 1) / (1.73 + 1) = 0.7253, q = 0.1813:
+//       D = 0 + 2 (5.515 - 1) = 9.03
+//   B0: age 1, no data, q = 1/4; d = 1: D = 1 + 2 (4 - 1) = 7
+// A1 goes, then B0, then A0. Counted as a use, A1 would be at age 1 like
+// A0 (D = 3) and B0 would go first.
 TEST(CachePolicy, CycleReuseCountsNoPrefetchAsAUse) {
   auto p = make_cache_policy(CachePolicyKind::CycleReuse, shape({0, 1}));
-  p->insert(4, 1, false);
   p->set_current_layer(0, false);
-  p->insert(0, 2, true);
-  p->insert(1, 3, false);
+  p->insert(0, 1, true);
+  p->set_current_layer(0, false);
+  p->touch(0, 2);
+  p->set_current_layer(0, false);
+  p->touch(0, 3);
+  p->insert(1, 4, false);
+  p->set_current_layer(1, false);
+  p->insert(4, 5, true);
   EXPECT_EQ(victims(*p), (std::vector<int64_t>{1, 4, 0}));
 }
 
 // A layer asked for in slices (again = true until its last slice) is one
-// visit: its count and decay move once. Two MoE layers, K = 1, no heat: layer
-// 0 routes A0 three times; in between, layer 1 routes B1 and B0 once, in one
-// request or in two slices. Then, at layer 0's third visit:
-//   A0: V = n = 2.3125, q = 2.8125 / 4.3125 = 0.652, d = 1: D = 1 + 2 (1/q - 1) = 2.067
-//   B0, B1: V = 1, n = 1, q = 1.5 / 3 = 1/2, d = 0: D = 2
-// A0 goes, then B1 (the tie goes to the least recent use). Counted as two
-// visits, layer 1 would have V = 1.75 and B1 n = 0.75 (D = 4), B0 n = 1
-// (D = 3): B1 would go first.
+// visit: its ages and what it learns move once. The same routes asked for
+// in one request and in two slices give the same victims, token after
+// token; taking the second slice for a new visit gives others.
 TEST(CachePolicy, CycleReuseCountsASlicedLayerAsOneVisit) {
-  auto once = make_cache_policy(CachePolicyKind::CycleReuse, shape({0, 1}));
-  auto sliced = make_cache_policy(CachePolicyKind::CycleReuse, shape({0, 1}));
-  once->set_current_layer(0, false);
-  once->insert(0, 1, true);
-  once->set_current_layer(1, false);
-  once->insert(5, 2, true);
-  once->insert(4, 3, true);
-  sliced->set_current_layer(0, false);
-  sliced->insert(0, 1, true);
-  sliced->set_current_layer(1, true);
-  sliced->insert(5, 2, true);
-  sliced->set_current_layer(1, false);
-  sliced->insert(4, 3, true);
-  for (CachePolicy* c : {once.get(), sliced.get()}) {
-    c->set_current_layer(0, false);
-    c->touch(0, 4);
-    c->set_current_layer(0, false);
-    c->touch(0, 5);
-    EXPECT_EQ(victims(*c), (std::vector<int64_t>{0, 5, 4}));
-  }
+  auto run = [](int slicing) {  // 0: one request, 1: two slices, 2: two visits
+    auto p = make_cache_policy(CachePolicyKind::CycleReuse, shape({0, 1}));
+    std::mt19937 rng(5);
+    std::vector<int64_t> out;
+    uint64_t tick = 0;
+    std::set<int64_t> in;
+    for (int token = 0; token < 40; ++token) {
+      for (int64_t layer : {0, 1}) {
+        const int64_t a = static_cast<int64_t>(rng() % 4), b = (a + 1 + static_cast<int64_t>(rng() % 3)) % 4;
+        const int64_t ka = 4 * layer + a, kb = 4 * layer + b;
+        p->set_current_layer(layer, layer == 1 && slicing == 1);
+        if (in.count(ka)) p->touch(ka, ++tick);
+        else p->insert(ka, ++tick, true), in.insert(ka);
+        if (layer == 1 && slicing > 0) p->set_current_layer(layer, false);
+        if (in.count(kb)) p->touch(kb, ++tick);
+        else p->insert(kb, ++tick, true), in.insert(kb);
+        // Three keys stay: evict down to them, the layer's own two held.
+        while (in.size() > 3) {
+          const int64_t v = p->victim([&](int64_t k) { return k != ka && k != kb; }, true);
+          out.push_back(v);
+          p->erase(v);
+          in.erase(v);
+        }
+      }
+    }
+    return out;
+  };
+  const std::vector<int64_t> once = run(0);
+  EXPECT_EQ(run(1), once);
+  EXPECT_NE(run(2), once);
 }
 
 TEST(CachePolicy, UnknownNamesAreRefusedNamingTheOption) {
