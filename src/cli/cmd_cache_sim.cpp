@@ -185,6 +185,10 @@ nlohmann::ordered_json to_json(const CacheSimArgs& a, const TraceSummary& t, con
 
 int run(CacheSimArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> traces;  // each argument may itself be a comma-separated list, as --heat-from is
+  for (const std::string& t : a.traces)
+    for (const std::string& f : split(t)) traces.push_back(f);
+  a.traces = traces;
   const CacheReplay replay = read_replay(a.traces);
   require_decode(replay, joined(a.traces));
   const TraceSummary summary = summarize(replay);
@@ -251,7 +255,9 @@ apart; the table's rate is always the decoded tokens'.
 Output: the trace's coverage (the share of each layer's experts that serve 50/80/90/95 % of its decode
 routes) and temporal reuse (the share of a token's experts at a layer the token before used too), then per
 size and policy: hit %, misses per token, and the gap to Belady in points.)");
-  sub->add_option("traces", a->traces, "Route trace files (run --route-trace), of one model, replayed in order")->required();
+  sub->add_option("traces", a->traces,
+                  "Route trace files (run --route-trace) of one model, replayed in order (separated by spaces or commas)")
+      ->required();
   sub->add_option("--slots", a->slots, "Cache sizes in slots (experts), pinned included: a list, e.g. 16,64,256");
   sub->add_option("--fractions", a->fractions,
                   "Cache sizes as fractions of the bank (MoE layers x experts): a list, e.g. 0.01,0.05,0.1,0.5");
