@@ -250,8 +250,9 @@ traces added, decayed by 0.999 per position as the engine does; without it, empt
 through the replay as in a run; --pinned-fraction F of each size is pinned to the hottest experts of
 that starting heat for every policy. Belady has no pinned tier (all its slots are free) and, with one,
 starts with as many experts of its choice (those demanded first). --with-prefill replays the prompts'
-passes too (a layer's rows as one request; the engine asks 128-row slices) and reports their hit rate
-apart; the table's rate is always the decoded tokens'.
+passes too (a layer's rows as one request; the engine asks 128-row slices, and where a layer's experts
+outnumber the free slots it claims the rest as its reads land, which the replay takes as all landed) and
+reports their hit rate apart; the table's rate is always the decoded tokens'.
 Output: the trace's coverage (the share of each layer's experts that serve 50/80/90/95 % of its decode
 routes) and temporal reuse (the share of a token's experts at a layer the token before used too), then per
 size and policy: hit %, misses per token, and the gap to Belady in points.)");

@@ -16,7 +16,9 @@
 // prefetched (route lookahead off): the hit rates are the cache's alone.
 // Prefill passes (more than one position) are left out unless asked for; then
 // a layer's rows are one request (the engine asks in 128-row slices, so a
-// longer prompt differs a little).
+// longer prompt differs a little). A request wider than the free slots
+// claims the rest as slots come free: the engine frees them as its reads
+// land, the replay as if all had landed, so there the two can differ.
 //
 // Belady's optimum (MIN): at a miss, evict the expert whose next demand is
 // furthest in the future (never: furthest of all); the experts of the layer
