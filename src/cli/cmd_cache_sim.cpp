@@ -90,7 +90,8 @@ double mean_of(const std::vector<double>& v) {
   return v.empty() ? 0 : s / static_cast<double>(v.size());
 }
 
-void print_summary(const TraceSummary& t, const CacheReplay& r, const std::vector<std::string>& traces, bool with_prefill) {
+void print_summary(const TraceSummary& t, const CacheReplay& r, const std::vector<std::string>& traces,
+                   bool with_prefill) {
   std::printf("trace: %s: %lld decode tokens", joined(traces).c_str(), static_cast<long long>(t.decode_tokens));
   if (t.prefill_passes)
     std::printf(" and %lld prefill passes of %lld positions (%s)", static_cast<long long>(t.prefill_passes),
@@ -108,8 +109,8 @@ void print_summary(const TraceSummary& t, const CacheReplay& r, const std::vecto
     const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
     return strformat("%.1f %% (layers %.1f to %.1f)", 100 * mean_of(v), 100 * *lo, 100 * *hi);
   };
-  std::printf("coverage: the share of a layer's experts serving 50 / 80 / 90 / 95 %% of its decode routes, mean over layers:"
-              " %.1f / %.1f / %.1f / %.1f %%\n",
+  std::printf("coverage: the share of a layer's experts serving 50 / 80 / 90 / 95 %% of its decode routes, "
+              "mean over layers: %.1f / %.1f / %.1f / %.1f %%\n",
               100 * mean_of(cover[0]), 100 * mean_of(cover[1]), 100 * mean_of(cover[2]), 100 * mean_of(cover[3]));
   std::printf("  90 %% of routes: %s\n", range(cover[2]).c_str());
   std::printf("temporal reuse: the share of a token's experts at a layer the token before used there too: %s "
@@ -215,9 +216,10 @@ int run(CacheSimArgs& a) {
                     from.passes.size(), " passes");
   }
   print_summary(summary, replay, a.traces, a.with_prefill);
-  std::printf("heat: %s; %s\n", heat_note.c_str(),
-              a.pinned_fraction > 0 ? strformat("%.0f %% of each size pinned to its hottest experts", 100 * a.pinned_fraction).c_str()
-                                    : "no pinned tier");
+  const std::string pinned =
+      a.pinned_fraction > 0 ? strformat("%.0f %% of each size pinned to its hottest experts", 100 * a.pinned_fraction)
+                            : "no pinned tier";
+  std::printf("heat: %s; %s\n", heat_note.c_str(), pinned.c_str());
   const std::vector<CacheSimRow> rows = simulate(replay, o);
   print_table(rows, summary.decode_tokens, a.with_prefill);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -234,8 +236,9 @@ int run(CacheSimArgs& a) {
 
 Command add_cache_sim(CLI::App& app) {
   auto a = std::make_shared<CacheSimArgs>();
-  CLI::App* sub = app.add_subcommand(
-      "cache-sim", "Replay a route trace (--route-trace) through the expert cache: hit rate per size and eviction policy, against Belady's optimum");
+  CLI::App* sub = app.add_subcommand("cache-sim",
+                                     "Replay a route trace (--route-trace) through the expert cache: hit rate per size "
+                                     "and eviction policy, against Belady's optimum");
   sub->footer(R"(Runs the engine's own expert cache and eviction policies (the code of --cache-policy) over the trace's
 decoded tokens, with as many slots as each size, and Belady's optimum over the same sequence: at a miss it
 evicts the expert demanded again furthest in the future, never one of the layer being computed (a layer's
@@ -257,7 +260,8 @@ Output: the trace's coverage (the share of each layer's experts that serve 50/80
 routes) and temporal reuse (the share of a token's experts at a layer the token before used too), then per
 size and policy: hit %, misses per token, and the gap to Belady in points.)");
   sub->add_option("traces", a->traces,
-                  "Route trace files (run --route-trace) of one model, replayed in order (separated by spaces or commas)")
+                  "Route trace files (run --route-trace) of one model, replayed in order (separated by spaces or "
+                  "commas)")
       ->required();
   sub->add_option("--slots", a->slots, "Cache sizes in slots (experts), pinned included: a list, e.g. 16,64,256");
   sub->add_option("--fractions", a->fractions,
@@ -268,8 +272,8 @@ size and policy: hit %, misses per token, and the gap to Belady in points.)");
     return s;
   }())->capture_default_str();
   sub->add_option("--heat-from", a->heat_from,
-                  "Route traces (a list) the starting heat is learned from: others for a held-out measure, the same for "
-                  "in-sample");
+                  "Route traces (a list) the starting heat is learned from: others for a held-out measure, the "
+                  "same for in-sample");
   sub->add_option("--pinned-fraction", a->pinned_fraction,
                   "Share of each size pinned to the hottest experts of the starting heat (needs --heat-from)")
       ->check(number(0, 1))

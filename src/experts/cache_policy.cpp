@@ -240,7 +240,8 @@ private:
 
   double prior(int64_t layer, int64_t expert) const {
     const double e = static_cast<double>(e_);
-    return std::min(1.0, heat_.covers(layer) ? k_ * (heat_.count(layer, expert) + 1.0) / (heat_.total(layer) + e) : k_ / e);
+    if (!heat_.covers(layer)) return std::min(1.0, k_ / e);
+    return std::min(1.0, k_ * (heat_.count(layer, expert) + 1.0) / (heat_.total(layer) + e));
   }
 
   // Visit t = l.count is over, its uses in l.now: for each age a, the keys
@@ -253,7 +254,8 @@ private:
     std::array<double, kReuseAges + 1> seen{}, expect{};
     for (int64_t key : l.now) {
       const Uses& u = uses_[static_cast<size_t>(key)];
-      seen[u.before > 0 ? static_cast<size_t>(std::min<int64_t>(t - u.before, static_cast<int64_t>(kReuseAges))) : kReuseAges] += 1;
+      const int64_t age = u.before > 0 ? std::min<int64_t>(t - u.before, static_cast<int64_t>(kReuseAges)) : kReuseAges;
+      seen[static_cast<size_t>(age)] += 1;
     }
     double recent = 0;
     for (size_t a = 1; a < kReuseAges; ++a)
@@ -363,7 +365,8 @@ public:
       }
       Best b = l.known;
       for (int64_t k : l.fresh)
-        if (evictable(k)) b.consider({true, rank_.value(layer, rank_.score(layer, k % e_)), last_use_[static_cast<size_t>(k)], k});
+        if (evictable(k))
+          b.consider({true, rank_.value(layer, rank_.score(layer, k % e_)), last_use_[static_cast<size_t>(k)], k});
       best.consider(b);
     }
     return best.found ? best.key : -1;

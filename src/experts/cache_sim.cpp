@@ -31,7 +31,8 @@ CacheReplay make_replay(const std::vector<RouteTrace>& traces, const std::vector
       CacheReplay::Pass pass{p.positions, r.steps.size(), 0};
       // A step's experts are kept sorted, as the routed-experts block asks for them.
       auto close_step = [&] {
-        if (pass.count > 0) std::sort(r.demands.begin() + static_cast<std::ptrdiff_t>(r.steps.back().first), r.demands.end());
+        if (pass.count == 0) return;
+        std::sort(r.demands.begin() + static_cast<std::ptrdiff_t>(r.steps.back().first), r.demands.end());
       };
       for (size_t i = 0; i < p.layer.size(); ++i) {
         const int64_t layer = p.layer[i];
@@ -118,7 +119,8 @@ TraceSummary summarize(const CacheReplay& r) {
       for (int q = 0; q < 4; ++q) {
         uint64_t sum = 0;
         size_t n = 0;
-        while (n < c.size() && static_cast<double>(sum) < kCoverageShares[q] * static_cast<double>(total)) sum += c[n++];
+        const double share = kCoverageShares[q] * static_cast<double>(total);
+        while (n < c.size() && static_cast<double>(sum) < share) sum += c[n++];
         out.coverage[q] = static_cast<double>(n) / static_cast<double>(E);
       }
     }

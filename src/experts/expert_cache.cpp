@@ -42,7 +42,8 @@ int ExpertCache::find_victim_locked(bool demand) {
   if (!empty_.empty()) return empty_.begin()->second;
   const int64_t key = policy_->victim([&](int64_t k) {
     const Slot& s = slots_[static_cast<size_t>(slot_of(k))];
-    return !s.pinned && s.refs == 0 && s.state != State::Loading && (demand || !(s.prefetched && s.state == State::Ready));
+    return !s.pinned && s.refs == 0 && s.state != State::Loading &&
+           (demand || !(s.prefetched && s.state == State::Ready));
   }, demand);
   return key < 0 ? -1 : slot_of(key);
 }

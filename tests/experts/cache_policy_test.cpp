@@ -124,8 +124,8 @@ private:
 
   int64_t position(int64_t layer) const {
     if (cycle_position_.empty()) return layer - first_layer_;
-    return layer >= 0 && static_cast<size_t>(layer) < cycle_position_.size() ? cycle_position_[static_cast<size_t>(layer)]
-                                                                            : -1;
+    if (layer < 0 || static_cast<size_t>(layer) >= cycle_position_.size()) return -1;
+    return cycle_position_[static_cast<size_t>(layer)];
   }
   double value(const Slot& s) const {
     const int64_t layer = s.key / experts_per_layer_, expert = s.key % experts_per_layer_;
@@ -151,8 +151,9 @@ private:
       if (!demand && s.prefetched && s.state == State::Ready) continue;
       const bool empty = s.state == State::Empty;
       const double v = empty ? 0 : value(s);
+      const uint64_t best_use = best < 0 ? 0 : slots_[static_cast<size_t>(best)].last_use;
       const bool better = best < 0 || (empty && !best_empty) ||
-                          (empty == best_empty && (v < best_value || (v == best_value && s.last_use < slots_[static_cast<size_t>(best)].last_use)));
+                          (empty == best_empty && (v < best_value || (v == best_value && s.last_use < best_use)));
       if (better) {
         best = static_cast<int>(i);
         best_value = v;
@@ -206,7 +207,8 @@ void expect_same_decisions(CacheOptions o, HeatHistogram* heat, const std::vecto
   const size_t slots = o.slots + o.pinned_slots;
   for (int op = 0; op < 3000; ++op) {
     const double r = std::uniform_real_distribution<double>(0, 1)(rng);
-    const int64_t key = layers[pick(layers.size())] * o.experts_per_layer + static_cast<int64_t>(pick(static_cast<size_t>(o.experts_per_layer)));
+    const int64_t key = layers[pick(layers.size())] * o.experts_per_layer +
+                        static_cast<int64_t>(pick(static_cast<size_t>(o.experts_per_layer)));
     std::string what;
     if (r < 0.35) {
       const bool demand = chance(0.75);
@@ -267,8 +269,9 @@ void expect_same_decisions(CacheOptions o, HeatHistogram* heat, const std::vecto
       what = "acquire_pinned";
     }
     for (size_t s = 0; s < slots; ++s) {
-      ASSERT_EQ(fast.key(static_cast<int>(s)), scan.key(static_cast<int>(s))) << "seed " << seed << " op " << op << " (" << what << "): slot " << s;
-      ASSERT_EQ(fast.state(static_cast<int>(s)), scan.state(static_cast<int>(s))) << "seed " << seed << " op " << op << ": slot " << s;
+      const int slot = static_cast<int>(s);
+      ASSERT_EQ(fast.key(slot), scan.key(slot)) << "seed " << seed << " op " << op << " (" << what << "): slot " << s;
+      ASSERT_EQ(fast.state(slot), scan.state(slot)) << "seed " << seed << " op " << op << ": slot " << s;
     }
     ASSERT_EQ(fast.evictions(), scan.evictions()) << "seed " << seed << " op " << op;
   }
@@ -499,7 +502,8 @@ TEST(CachePolicy, UnknownNamesAreRefusedNamingTheOption) {
     parse_cache_policy("belady", "--cache-policy");
     FAIL() << "belady is not a policy the engine can run";
   } catch (const std::exception& e) {
-    EXPECT_STREQ(e.what(), "--cache-policy: \"belady\" is not a cache policy (cycle-heat, lru, frequency, cycle-reuse)");
+    EXPECT_STREQ(e.what(),
+                 "--cache-policy: \"belady\" is not a cache policy (cycle-heat, lru, frequency, cycle-reuse)");
   }
   for (const std::string& n : cache_policy_names()) EXPECT_EQ(cache_policy_name(parse_cache_policy(n, "x")), n);
 }

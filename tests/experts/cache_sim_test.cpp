@@ -66,7 +66,8 @@ std::vector<std::string> contents_per_step(const CacheReplay& r, CachePolicyKind
       std::string held;
       for (int64_t l = 0; l < r.layers; ++l)
         for (int64_t e = 0; e < r.experts; ++e)
-          if (p.holds(l, e)) held += (held.empty() ? "" : " ") + std::string(1, static_cast<char>('A' + l)) + std::to_string(e);
+          if (p.holds(l, e))
+            held += (held.empty() ? "" : " ") + std::string(1, static_cast<char>('A' + l)) + std::to_string(e);
       out.push_back(held);
     }
     p.end_pass(pass.positions);
@@ -108,7 +109,8 @@ std::vector<std::string> contents_per_step(const CacheReplay& r, CachePolicyKind
 // Belady (evict the furthest next demand): 6 hits (t2A A2, t2B B2, t3A A2,
 // t3B B3, t4A A1, t4B B3), one more than LRU's best here.
 TEST(CacheSim, ScriptedRoutesThroughEveryPolicyAsWorkedByHand) {
-  const CacheReplay r = replay_of(trace_of(2, 4, 2, {{{2, 3}, {1, 2}}, {{2, 3}, {2, 3}}, {{1, 2}, {1, 3}}, {{0, 1}, {2, 3}}}));
+  const CacheReplay r =
+      replay_of(trace_of(2, 4, 2, {{{2, 3}, {1, 2}}, {{2, 3}, {2, 3}}, {{1, 2}, {1, 3}}, {{0, 1}, {2, 3}}}));
   uint64_t hits = 0;
   EXPECT_EQ(contents_per_step(r, CachePolicyKind::Lru, 3, nullptr, &hits),
             (std::vector<std::string>{"A2 A3", "A3 B1 B2", "A2 A3 B2", "A2 B2 B3", "A1 A2 B3", "A1 B1 B3", "A0 A1 B1",
@@ -130,7 +132,8 @@ TEST(CacheSim, ScriptedRoutesThroughEveryPolicyAsWorkedByHand) {
   // simulate() gives the same counts per policy, each size's rows ending with Belady's.
   CacheSimOptions o;
   o.slots = {3};
-  o.policies = {CachePolicyKind::Lru, CachePolicyKind::Frequency, CachePolicyKind::CycleHeat, CachePolicyKind::CycleReuse};
+  o.policies = {CachePolicyKind::Lru, CachePolicyKind::Frequency, CachePolicyKind::CycleHeat,
+                CachePolicyKind::CycleReuse};
   o.threads = 2;
   const std::vector<CacheSimRow> rows = simulate(r, o);
   ASSERT_EQ(rows.size(), 5u);
@@ -298,14 +301,16 @@ TEST(CacheSim, TheCommandPrintsTheTableAndRefusesBadInput) {
   test::write_bytes(trace,
                     "deltafin-route-trace 1 layers=2 experts=4 top_k=2\n"
                     "P 1\nR 0 2 3\nR 1 1 2\nP 1\nR 0 2 3\nR 1 2 3\nP 1\nR 0 1 2\nR 1 1 3\nP 1\nR 0 0 1\nR 1 2 3\n");
-  test::write_bytes(prompt, "deltafin-route-trace 1 layers=2 experts=4 top_k=2\nP 2\nR 0 0 1\nR 0 0 2\nR 1 0 1\nR 1 1 2\n");
+  test::write_bytes(prompt,
+                    "deltafin-route-trace 1 layers=2 experts=4 top_k=2\nP 2\nR 0 0 1\nR 0 0 2\nR 1 0 1\nR 1 1 2\n");
   std::string out;
-  ASSERT_EQ(test::run_command(test::df("cache-sim " + trace + " --slots 3 --json " + tmp.file("o.json")), &out), 0) << out;
+  const std::string json = tmp.file("o.json");
+  ASSERT_EQ(test::run_command(test::df("cache-sim " + trace + " --slots 3 --json " + json), &out), 0) << out;
   // The scripted case above: LRU 5 of 16 hits (31.25 %), Belady 6 (37.50 %).
   EXPECT_NE(out.find("4 decode tokens; 2 MoE layers x 4 experts, top-k 2; bank 8 experts"), std::string::npos) << out;
   EXPECT_NE(out.find("       3       0  lru            31.25           2.8         6.25"), std::string::npos) << out;
   EXPECT_NE(out.find("       3       0  belady         37.50           2.5            -"), std::string::npos) << out;
-  EXPECT_NE(test::read_bytes(tmp.file("o.json")).find("\"policy\": \"cycle-reuse\""), std::string::npos);
+  EXPECT_NE(test::read_bytes(json).find("\"policy\": \"cycle-reuse\""), std::string::npos);
   const std::vector<std::pair<std::string, std::string>> refused{
       {trace + " --slots 1", "--slots 1: 1 slots cannot hold one layer's 2 experts"},
       {trace + " --fractions 0.1", "--fractions 0.1 (1 of the bank's 8 experts): 1 slots cannot hold"},
