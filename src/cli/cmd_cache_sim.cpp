@@ -1,6 +1,7 @@
 // deltafin cache-sim: a route trace (--route-trace) replayed through the
 // expert cache at several sizes, for each eviction policy and for Belady's
 // optimum (experts/cache_sim.h).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>

@@ -4,9 +4,9 @@
 #include <atomic>
 #include <cmath>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <mutex>
-#include <set>
 #include <span>
 #include <thread>
 
