@@ -91,7 +91,7 @@ double mean_of(const std::vector<double>& v) {
   return v.empty() ? 0 : s / static_cast<double>(v.size());
 }
 
-void print_summary(const TraceSummary& t, const CacheReplay& r, const std::vector<std::string>& traces,
+void print_summary(const RouteTraceSummary& t, const CacheReplay& r, const std::vector<std::string>& traces,
                    bool with_prefill) {
   std::printf("trace: %s: %lld decode tokens", joined(traces).c_str(), static_cast<long long>(t.decode_tokens));
   if (t.prefill_passes)
@@ -101,7 +101,7 @@ void print_summary(const TraceSummary& t, const CacheReplay& r, const std::vecto
               static_cast<long long>(t.experts), static_cast<long long>(t.top_k),
               static_cast<long long>(t.moe_layers * t.experts));
   std::vector<double> cover[4], reuse;
-  for (const TraceSummary::Layer& l : t.layers) {
+  for (const RouteTraceSummary::Layer& l : t.layers) {
     for (int q = 0; q < 4; ++q) cover[q].push_back(l.coverage[q]);
     if (l.reuse >= 0) reuse.push_back(l.reuse);
   }
@@ -144,7 +144,7 @@ void print_table(const std::vector<CacheSimRow>& rows, int64_t tokens, bool with
   }
 }
 
-nlohmann::ordered_json to_json(const CacheSimArgs& a, const TraceSummary& t, const std::vector<CacheSimRow>& rows,
+nlohmann::ordered_json to_json(const CacheSimArgs& a, const RouteTraceSummary& t, const std::vector<CacheSimRow>& rows,
                                const std::string& heat) {
   nlohmann::ordered_json j;
   j["traces"] = a.traces;
@@ -152,7 +152,7 @@ nlohmann::ordered_json to_json(const CacheSimArgs& a, const TraceSummary& t, con
   j["pinned_fraction"] = a.pinned_fraction;
   j["with_prefill"] = a.with_prefill;
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
-  for (const TraceSummary::Layer& l : t.layers)
+  for (const RouteTraceSummary::Layer& l : t.layers)
     layers.push_back({{"layer", l.layer},
                       {"coverage_50", l.coverage[0]},
                       {"coverage_80", l.coverage[1]},
@@ -193,7 +193,7 @@ int run(CacheSimArgs& a) {
   a.traces = traces;
   const CacheReplay replay = read_replay(a.traces);
   require_decode(replay, joined(a.traces));
-  const TraceSummary summary = summarize(replay);
+  const RouteTraceSummary summary = summarize(replay);
   const std::vector<std::string> heat_from = a.heat_from.empty() ? std::vector<std::string>() : split(a.heat_from);
   if (a.pinned_fraction > 0 && heat_from.empty())
     fail("--pinned-fraction: the pinned tier is filled from the heat; give --heat-from");

@@ -73,8 +73,8 @@ HeatHistogram learn_heat(const CacheReplay& r) {
   return h;
 }
 
-TraceSummary summarize(const CacheReplay& r) {
-  TraceSummary t;
+RouteTraceSummary summarize(const CacheReplay& r) {
+  RouteTraceSummary t;
   t.moe_layers = static_cast<int64_t>(r.moe_layers.size());
   t.experts = r.experts;
   t.top_k = r.top_k;
@@ -109,7 +109,7 @@ TraceSummary summarize(const CacheReplay& r) {
   }
   for (int64_t layer : r.moe_layers) {
     const size_t l = static_cast<size_t>(layer);
-    TraceSummary::Layer out;
+    RouteTraceSummary::Layer out;
     out.layer = layer;
     if (!counts[l].empty()) {
       std::vector<uint64_t> c = counts[l];

@@ -67,7 +67,7 @@ CacheReplay make_replay(const std::vector<RouteTrace>& traces, const std::vector
 // empty one: every demand added, every pass decayed.
 HeatHistogram learn_heat(const CacheReplay& replay);
 
-struct TraceSummary {
+struct RouteTraceSummary {
   int64_t decode_tokens = 0, prefill_passes = 0, prefill_positions = 0, moe_layers = 0, experts = 0, top_k = 0;
   struct Layer {
     int64_t layer = 0;
@@ -83,7 +83,7 @@ struct TraceSummary {
 inline constexpr double kCoverageShares[4] = {0.50, 0.80, 0.90, 0.95};
 
 // From the decode passes (a prefill between two tokens breaks their pair).
-TraceSummary summarize(const CacheReplay& replay);
+RouteTraceSummary summarize(const CacheReplay& replay);
 
 struct CacheSimRow {
   size_t slots = 0, pinned = 0;

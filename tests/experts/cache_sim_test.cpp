@@ -250,7 +250,7 @@ TEST(CacheSim, BeladyIsTheOptimumAndBoundsEveryPolicy) {
 // t3): A 1 of 2, B 2 of 2.
 TEST(CacheSim, SummaryCoverageAndReuseAsWorkedByHand) {
   const CacheReplay r = replay_of(trace_of(2, 4, 2, {{{0, 1}, {0, 1}}, {{0, 2}, {0, 1}}, {{0, 1}, {2, 3}}}, {2}));
-  const TraceSummary t = summarize(r);
+  const RouteTraceSummary t = summarize(r);
   EXPECT_EQ(t.decode_tokens, 3);
   EXPECT_EQ(t.prefill_passes, 1);
   EXPECT_EQ(t.prefill_positions, 2);
