@@ -116,10 +116,12 @@ if [ "$(cat "$LDIR.stamp" 2>/dev/null)" != "$stamp" ]; then
   if [ "$DRIVES" -eq 1 ]; then
     cp "$GGUF" "$LDIR/model.gguf"
   else
-    # One shard per drive, sized so that each holds about 1/DRIVES of the
-    # bytes; llama.cpp finds shards by name beside the first, so drive 0's
-    # directory links to the others.
-    split_mb=$(( ($(stat -c %s "$GGUF") / DRIVES + 999999) / 1000000 + 64 ))
+    # One shard per drive: gguf-split fills a shard in file order up to the
+    # size given, so 1/DRIVES of the bytes plus 400 MB (more than the largest
+    # tensor, one layer's 64-expert matrix of 374 MB on the bench preset) gives
+    # exactly DRIVES shards. llama.cpp finds shards by name beside the first, so
+    # drive 0's directory links to the others.
+    split_mb=$(( ($(stat -c %s "$GGUF") / DRIVES + 999999) / 1000000 + 400 ))
     "$BIN/llama-gguf-split" --split --split-max-size "${split_mb}M" "$GGUF" "$LLAMA_DIR/oversub-split" \
       >"$OUT/gguf-split.log" 2>&1
     shards=("$LLAMA_DIR"/oversub-split-*-of-*.gguf)
@@ -152,15 +154,15 @@ p, df, ckpt, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 words = ("the drive reads each expert once while the cache keeps what the next token will need and the "
          "router picks sixteen of sixty four experts in every layer so a third of the model in memory "
          "serves a part of each step and the rest comes from the drives at a quarter of a gigabyte a second").split()
-text = lambda k: " ".join((words * 8)[:k])
-count = lambda k: len(json.loads(subprocess.check_output([df, "tokenize", "--model", ckpt, "--json", "--text", text(k)])))
-lo, hi = 1, len(words) * 8
+text = " ".join(words * 8)
+count = lambda k: len(json.loads(subprocess.check_output([df, "tokenize", "--model", ckpt, "--json", "--text", text[:k]])))
+lo, hi = 1, len(text)
 if count(hi) < p: sys.exit(f"the prompt text has fewer than {p} tokens")
-while lo < hi:  # the fewest words with at least p tokens
+while lo < hi:  # the shortest prefix with at least p tokens
     mid = (lo + hi) // 2
     lo, hi = (mid + 1, hi) if count(mid) < p else (lo, mid)
-open(out, "w").write(text(lo) + "\n")
-print(f"prompt: {lo} words, {count(lo)} tokens (deltafin's tokenizer)", file=sys.stderr)
+open(out, "w").write(text[:lo] + "\n")
+print(f"prompt: {lo} characters, {count(lo)} tokens (deltafin's tokenizer)", file=sys.stderr)
 PY
 
 # 5. the rounds: llama.cpp, its prompt-only run, deltafin, its prompt-only run
@@ -176,15 +178,18 @@ deltafin_cmd() {  # deltafin_cmd NEW JSON
     --threads "$THREADS" --cache-gb "$CACHE_GB" --json "$2")
 }
 capped() {  # capped NAME CMD...: one run under the cap and the throttle, caches dropped
-  local name=$1
+  local name=$1 load0
   shift
+  load0=$(cut -d' ' -f1 /proc/loadavg)
   "$RIG/in-cgroup.sh" --mem "$cap" --stats "$OUT/$name.cgroup" -- "$@" >"$OUT/$name-stdout.txt" 2>"$OUT/$name.log" || {
     echo "run $name failed (rc $?): see $OUT/$name.log" >&2
     tail -5 "$OUT/$name.log" >&2
     exit 1
   }
+  echo "$name $load0 $(cut -d' ' -f1 /proc/loadavg)" >>"$OUT/loadavg.txt"  # 1-minute load average at start, end
 }
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+rm -f "$OUT/loadavg.txt"
 for ((r = 1; r <= ROUNDS; r++)); do
   llama_cmd "$N"
   say "round $r/$ROUNDS llama.cpp: ${LC[*]}"

@@ -91,6 +91,11 @@ def main():
     out, rounds, drives, mbps, loops = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5:]
     bandwidth = drives * mbps * 1e6
     warnings = []
+    load = {}  # run name: "start/end" 1-minute load average (oversub.sh's loadavg.txt)
+    if os.path.exists(f"{out}/loadavg.txt"):
+        for line in open(f"{out}/loadavg.txt"):
+            name, start, end = line.split()
+            load[name] = f"{start}/{end}"
     rows = []  # per round: {metric: (llama, deltafin)}
     extra = []
     for r in range(1, rounds + 1):
@@ -122,6 +127,8 @@ def main():
             "prompt tokens": (lt["prompt_tokens"], dt["prompt_tokens"]),
             "decode steps (full - prompt-only)": (l_steps, d_steps),
         }
+        if f"llama-{r}" in load:
+            row["load average, full run's start/end"] = (load[f"llama-{r}"], load[f"deltafin-{r}"])
         rows.append(row)
         for tool, frac in (("llama.cpp", row["  of the drives' MB/s"][0]), ("deltafin", row["  of the drives' MB/s"][1])):
             if frac > 1.05:
@@ -136,7 +143,10 @@ def main():
     ratio_metrics = ["decode tokens/s", "drive GB per decode token", "TTFT s (prompt to 1st token)",
                      "launch to 1st token s"]
     print(f"{'round':<6}{'metric':<36}{'llama.cpp':>12}{'deltafin':>12}{'deltafin/llama.cpp':>20}")
-    fmt = lambda v: f"{v:>12d}" if isinstance(v, int) else f"{v:>12.3f}"
+    def fmt(v):
+        if isinstance(v, str):
+            return f"{v:>12}"
+        return f"{v:>12d}" if isinstance(v, int) else f"{v:>12.3f}"
     for r, row in enumerate(rows, 1):
         for name, (lv, dv) in row.items():
             ratio = f"{dv / lv:>20.3f}" if name in ratio_metrics and lv else ""
