@@ -28,7 +28,8 @@ llama_prerequisites() {
 }
 
 # llama.cpp's source: the git bundle inside the npm package node-llama-cpp.
-# Sets LLAMA_COMMIT, LLAMA_TAG, NLC_VER.
+# Sets LLAMA_COMMIT, LLAMA_TAG, NLC_VER (read by the sourcing script).
+# shellcheck disable=SC2034
 llama_source() {
   if [ ! -f "$LLAMA_DIR/package/llama/gitRelease.bundle" ]; then
     say "fetching node-llama-cpp@$NLC_VERSION from npm"

@@ -25,14 +25,14 @@
 #   GGUF      its llama.cpp conversion [$CKPT.gguf]; made when missing
 #   DRIVES [1]  MBPS [250]: throttled drives. With 1 drive both tools read the
 #             same drive. With 2+, deltafin stripes its store over all of them and
-#             llama.cpp's GGUF is split (llama-gguf-split, by tensors, in layer
+#             llama.cpp's GGUF is split (llama-gguf-split, whole tensors in file
 #             order) into one shard per drive: this kernel has neither md nor
-#             device-mapper, so no RAID 0 can stripe one file, and llama.cpp reads
-#             the shards one after the other (README.md)
+#             device-mapper, so no RAID 0 can stripe one file, and llama.cpp faults
+#             the shards in as its layers need them, mostly one drive at a time (README.md)
 #   P [32]    prompt tokens (a fixed text cut to P tokens of the checkpoint's tokenizer)
 #   N [16]    generated tokens
-#   ROUNDS [3]  THREADS [2]: a round takes about 5 minutes on the uniform bench
-#             checkpoint at 1 x 250 MB/s (an invocation about 16 minutes with setup)
+#   ROUNDS [3]  THREADS [2]: a round takes about 4.5 minutes on the uniform bench
+#             checkpoint at 1 x 250 MB/s (an invocation 844 s with the setup)
 #   EXTRA_MB [200]  the cap's room beyond the weights' third, for what each tool
 #             needs besides weights (measured on the bench checkpoint: llama.cpp's
 #             compute buffer 70 MiB, KV and recurrent state 0.5 MiB, plus the
@@ -220,7 +220,7 @@ deltafin_cmd "$N" "$OUT/deltafin-R.json"
   if [ "$DRIVES" -eq 1 ]; then
     echo "drives: 1 x $MBPS MB/s (/mnt/dfdrive0, ${loops[0]}): deltafin's store (spine and experts) and llama.cpp's GGUF on the same drive"
   else
-    echo "drives: $DRIVES x $MBPS MB/s ($dlist; ${loops[*]}): deltafin striped over all; llama.cpp's GGUF split into $DRIVES shards by tensors, one per drive (read in layer order)"
+    echo "drives: $DRIVES x $MBPS MB/s ($dlist; ${loops[*]}): deltafin striped over all; llama.cpp's GGUF split into $DRIVES shards of whole tensors in file order, one per drive"
   fi
   echo "memory cap: $cap bytes = GGUF / 3 ($third) + $EXTRA_MB MiB; deltafin --cache-gb $CACHE_GB (the third less its $spine_bytes-byte spine)"
   echo "llama.cpp command: ${LC[*]}   (prompt only: -n 1)"
