@@ -32,68 +32,25 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-HERE=$ROOT/bench/llama_cpp
 DF=${DF:-$ROOT/build/release/deltafin}
-LLAMA_DIR=${LLAMA_DIR:-/tmp/llama}
-NLC_VERSION=${NLC_VERSION:-3.22.1}
-CKPT=${CKPT:-$LLAMA_DIR/ckpt/bench}
-GGUF=${GGUF:-$CKPT.gguf}
 THREADS=${THREADS:-2}
 P=${P:-128}
 N=${N:-32}
 REPS=${REPS:-5}
 ROUNDS=${ROUNDS:-2}
 LOAD_MODE=${LOAD_MODE:-none}
-JOBS=${JOBS:-2}
-PY=/usr/bin/python3
 OUT=${1:-$(mktemp -d /tmp/df-llama-compare.XXXXXX)}
-mkdir -p "$OUT" "$LLAMA_DIR"
+mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
+# shellcheck source=SCRIPTDIR/llama_lib.sh
+source "$ROOT/bench/llama_cpp/llama_lib.sh"
+llama_prerequisites
 
-say() { printf '== %s\n' "$*" >&2; }
-[ -x "$DF" ] || { echo "build deltafin first: scripts/build.sh release" >&2; exit 1; }
-"$PY" -c 'import numpy, torch, tqdm' 2>/dev/null || {
-  echo "the converter needs Debian's numpy, torch and tqdm: apt-get install python3-numpy python3-torch python3-tqdm" >&2
-  exit 1
-}
-
-# 1. llama.cpp's source: the git bundle inside the npm package node-llama-cpp
-if [ ! -f "$LLAMA_DIR/package/llama/gitRelease.bundle" ]; then
-  say "fetching node-llama-cpp@$NLC_VERSION from npm"
-  (cd "$LLAMA_DIR" && npm pack --silent "node-llama-cpp@$NLC_VERSION" >/dev/null &&
-    tar xzf "node-llama-cpp-$NLC_VERSION.tgz")
-fi
-if [ ! -d "$LLAMA_DIR/src/.git" ]; then
-  say "cloning llama.cpp from the bundle"
-  git clone -q "$LLAMA_DIR/package/llama/gitRelease.bundle" "$LLAMA_DIR/src" 2>/dev/null
-fi
-LLAMA_COMMIT=$(git -C "$LLAMA_DIR/src" rev-parse HEAD)
-LLAMA_TAG=$(sed -n 's/.*"tag": *"\([^"]*\)".*/\1/p' "$LLAMA_DIR/package/llama/llama.cpp.info.json")
-NLC_VER=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$LLAMA_DIR/package/package.json" | head -1)
-
-# 2. the default CPU build (no GPU backend, no curl), out of tree
-BIN=$LLAMA_DIR/build/bin
-if [ ! -x "$BIN/llama-bench" ]; then
-  say "building llama.cpp (CPU only, -j$JOBS)"
-  t0=$(date +%s)
-  nice -n 15 cmake -S "$LLAMA_DIR/src" -B "$LLAMA_DIR/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >"$OUT/llama-cmake.log" 2>&1
-  nice -n 15 cmake --build "$LLAMA_DIR/build" -j"$JOBS" --target llama-bench llama-completion llama-gguf \
-    >"$OUT/llama-build.log" 2>&1
-  say "llama.cpp built in $(($(date +%s) - t0)) s"
-fi
-
-# 3. the checkpoint and its lossless conversion (kimi-k3 architecture, MXFP4 experts kept)
-if [ ! -f "$CKPT/config.json" ]; then
-  say "making the bench checkpoint at $CKPT"
-  "$DF" make-model --arch k3 --preset bench --out "$CKPT" --quiet
-fi
-if [ ! -f "$GGUF" ]; then
-  say "converting $CKPT to $GGUF"
-  nice -n 15 "$PY" "$HERE/convert_k3.py" "$LLAMA_DIR/src" "$CKPT" "$GGUF.part" >"$OUT/convert.log" 2>&1
-  mv "$GGUF.part" "$GGUF"
-fi
+# 1-3. llama.cpp's source and default CPU build; the checkpoint and its
+#      lossless conversion (kimi-k3 architecture, MXFP4 experts kept)
+llama_source
+llama_build llama-bench llama-completion llama-gguf
+llama_checkpoint
 
 # 4. the same prompt length for both: P token ids (llama-bench draws its own)
 "$PY" - "$P" "$CKPT/config.json" >"$OUT/prompt.txt" <<'PY'
@@ -127,11 +84,7 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 {
   echo "deltafin vs llama.cpp (CPU), K3-architecture bench checkpoint, $(date -u +%Y-%m-%dT%H:%MZ)"
   echo "machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); load average before $load_before, after $load_after"
-  dfdir=$(dirname "$DF")
-  if dfrev=$(git -C "$dfdir" rev-parse --short HEAD 2>/dev/null); then
-    git -C "$dfdir" diff --quiet HEAD -- src || dfrev="$dfrev + uncommitted src changes"
-  else dfrev="not in a git tree"; fi
-  echo "deltafin: $DF (sha256 $(sha256sum "$DF" | cut -c1-12), built $(date -u -r "$DF" +%Y-%m-%dT%H:%MZ); source $dfrev)"
+  echo "deltafin: $(deltafin_build_line "$DF")"
   if [ -n "${DF_BASE:-}" ]; then
     echo "deltafin base: $DF_BASE (sha256 $(sha256sum "$DF_BASE" | cut -c1-12), built $(date -u -r "$DF_BASE" +%Y-%m-%dT%H:%MZ))"
   fi
