@@ -162,7 +162,9 @@ std::string describe_model(const ModelInfo& m) {
     o << "; experts streamed from " << s.drives << " drive(s), cache "
       << human_bytes(static_cast<double>(m.memory.cache_bytes())) << ", lookahead " << lookahead_mode_name(s.lookahead)
       << ", io " << s.io_engine;
-    if (s.cache_policy != "cycle-heat") o << ", cache policy " << s.cache_policy;  // the default is not named
+    // cycle-heat, auto's choice on a new store, is not named (the lines stay as before issue 35).
+    if (s.cache_policy != "cycle-heat")
+      o << ", cache policy " << s.cache_policy << (s.cache_policy_why.empty() ? "" : " (" + s.cache_policy_why + ")");
     if (s.mirror) {
       o << "; missing experts fetched from " << s.mirror->url << " (" << s.mirror->local_experts << " on the drives";
       if (s.mirror->disk_budget_bytes)

@@ -67,9 +67,20 @@ std::vector<size_t> cache_sizes(const CacheSimArgs& a, const CacheReplay& r) {
   return sizes;
 }
 
-std::vector<CachePolicyKind> policy_list(const std::string& list) {
+// "auto" becomes the policy the engine's rule picks from `heat` (the
+// starting heat, as a run starts from heat.json); `why` says which and why.
+std::vector<CachePolicyKind> policy_list(const std::string& list, const HeatHistogram* heat, const CacheReplay& r,
+                                         std::string* why) {
   std::vector<CachePolicyKind> out;
-  for (const std::string& name : split(list)) out.push_back(parse_cache_policy(name, "--policies"));
+  for (const std::string& name : split(list)) {
+    if (name != "auto") {
+      out.push_back(parse_cache_policy(name, "--policies"));
+      continue;
+    }
+    const AutoPolicyChoice c = choose_cache_policy(heat, r.top_k, r.experts);
+    out.push_back(c.kind);
+    *why = "auto is " + cache_policy_name(c.kind) + ": " + c.why + " in the starting heat";
+  }
   return out;
 }
 
@@ -199,7 +210,6 @@ int run(CacheSimArgs& a) {
     fail("--pinned-fraction: the pinned tier is filled from the heat; give --heat-from");
   CacheSimOptions o;
   o.slots = cache_sizes(a, replay);
-  o.policies = policy_list(a.policies);
   o.pinned_fraction = a.pinned_fraction;
   o.with_prefill = a.with_prefill;
   o.threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -216,7 +226,10 @@ int run(CacheSimArgs& a) {
     heat_note = cat(joined(heat_from), same ? " (in-sample: the trace measured)" : " (held out)", ", ",
                     from.passes.size(), " passes");
   }
+  std::string auto_why;
+  o.policies = policy_list(a.policies, heat_from.empty() ? nullptr : &heat, replay, &auto_why);
   print_summary(summary, replay, a.traces, a.with_prefill);
+  if (!auto_why.empty()) std::printf("%s\n", auto_why.c_str());
   const std::string pinned =
       a.pinned_fraction > 0 ? strformat("%.0f %% of each size pinned to its hottest experts", 100 * a.pinned_fraction)
                             : "no pinned tier";
@@ -267,7 +280,7 @@ size and policy: hit %, misses per token, and the gap to Belady in points.)");
   sub->add_option("--slots", a->slots, "Cache sizes in slots (experts), pinned included: a list, e.g. 16,64,256");
   sub->add_option("--fractions", a->fractions,
                   "Cache sizes as fractions of the bank (MoE layers x experts): a list, e.g. 0.01,0.05,0.1,0.5");
-  sub->add_option("--policies", a->policies, "Eviction policies to compare, a list of: " + [] {
+  sub->add_option("--policies", a->policies, "Eviction policies to compare, a list of: auto (the engine's default: the policy its rule picks from the starting heat's temporal reuse), " + [] {
     std::string s;
     for (const std::string& n : cache_policy_names()) s += (s.empty() ? "" : ", ") + n;
     return s;

@@ -21,9 +21,10 @@ void add_model_options(CLI::App* sub, ModelArgs& a) {
       ->check(number(0))
       ->capture_default_str();
   sub->add_option("--cache-policy", a.cache_policy,
-                  "Store: the expert cache's eviction policy, cycle-heat when not given (docs/design.md 4.1; "
-                  "cache-sim compares them on a route trace)")
-      ->check(one_of(cache_policy_names()));
+                  "Store: the expert cache's eviction policy; auto (the default) takes cycle-reuse once the store's "
+                  "heat has measured decoded tokens reusing at least 2.2x chance of the previous token's experts, "
+                  "else cycle-heat (docs/design.md 4.1; cache-sim compares them on a route trace)")
+      ->check(one_of(cache_policy_options()));
   sub->add_option("--lookahead", a.lookahead,
                   "Store: route-lookahead prefetch; auto runs it per layer, only while recall pays and only for as "
                   "many predictions as the drives can read while otherwise idle")

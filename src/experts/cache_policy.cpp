@@ -1,5 +1,7 @@
 #include "experts/cache_policy.h"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -22,6 +24,32 @@ std::string cache_policy_name(CachePolicyKind kind) {
     case CachePolicyKind::CycleReuse: return "cycle-reuse";
   }
   return "?";
+}
+
+const std::vector<std::string>& cache_policy_options() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v = {"auto"};
+    for (const std::string& n : cache_policy_names()) v.push_back(n);
+    return v;
+  }();
+  return names;
+}
+
+AutoPolicyChoice choose_cache_policy(const HeatHistogram* heat, int64_t top_k, int64_t experts) {
+  AutoPolicyChoice c;
+  const double routed = heat ? heat->routed() : 0;
+  if (routed < kAutoMinRouted) {
+    c.why = "too little decoding measured yet for temporal reuse";
+    return c;
+  }
+  const double reuse = heat->reused() / routed;
+  const double chance = static_cast<double>(top_k) / static_cast<double>(experts);
+  const double ratio = reuse / chance;
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "temporal reuse %.1f %% = %.1fx chance", 100 * reuse, ratio);
+  c.why = buf;
+  if (ratio >= kAutoReuseOverChance) c.kind = CachePolicyKind::CycleReuse;
+  return c;
 }
 
 CachePolicyKind parse_cache_policy(const std::string& name, const std::string& where) {

@@ -95,4 +95,27 @@ public:
 
 std::unique_ptr<CachePolicy> make_cache_policy(CachePolicyKind kind, const CachePolicyShape& shape);
 
+// --cache-policy auto, the default: the engine's own rule, from the temporal
+// reuse its heat histogram has measured (store/heat.h). The study of issue 35
+// (bench/results/2026-12-05-cache-policy.md: five routing profiles x two
+// families, heat learned on one prompt set and measured on another, Belady
+// beside) found no single winner: cycle-reuse gains up to 13 points where a
+// token reuses many of the previous token's experts, and cycle-heat is best
+// by up to 0.6 where it reuses few. The line between them, placed on the
+// training prompts' reuse (1.8x to 2.0x chance for the profiles cycle-heat
+// wins, 2.3x and up for those cycle-reuse wins by points; K3's random-router
+// model at 2.4x costs 0.6 at most): reuse of at least kAutoReuseOverChance
+// times chance (top_k / experts), measured over at least kAutoMinRouted
+// routed experts, picks cycle-reuse; anything less (a new store included)
+// keeps cycle-heat.
+inline constexpr double kAutoReuseOverChance = 2.2;
+inline constexpr double kAutoMinRouted = 2000;
+struct AutoPolicyChoice {
+  CachePolicyKind kind = CachePolicyKind::CycleHeat;
+  std::string why;  // "temporal reuse 7.8 % = 4.3x chance (heat.json)"
+};
+AutoPolicyChoice choose_cache_policy(const HeatHistogram* heat, int64_t top_k, int64_t experts);
+// A policy name or "auto" (resolved by choose_cache_policy), as a user gives it.
+const std::vector<std::string>& cache_policy_options();
+
 }  // namespace deltafin

@@ -63,10 +63,13 @@ CacheReplay make_replay(const std::vector<RouteTrace>& traces, const std::vector
 
 HeatHistogram learn_heat(const CacheReplay& r) {
   HeatHistogram h(r.layers, r.experts);
+  ReuseTracker reuse(r.layers);  // as the streaming source feeds it
   for (const CacheReplay::Pass& p : r.passes) {
+    if (!r.decode(p)) reuse.break_chain();
     for (size_t s = p.first; s < p.first + p.count; ++s) {
       const CacheReplay::Step& st = r.steps[s];
       for (size_t i = st.first; i < st.first + st.count; ++i) h.add(st.layer, r.demands[i]);
+      if (r.decode(p)) reuse.decoded(st.layer, std::span(r.demands).subspan(st.first, st.count), h);
     }
     h.decay(std::pow(kHeatDecayPerPosition, static_cast<double>(p.positions)));
   }

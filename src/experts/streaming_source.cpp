@@ -32,7 +32,8 @@ StreamingExpertSource::StreamingExpertSource(const StoreManifest& m, const Strea
       evictable_slots_(o.cache_slots),
       experts_per_token_(experts_per_token),
       gate_by_idle_(o.gate_prefetch_by_idle),
-      idle_ema_s_(static_cast<size_t>(m.layers), -1.0) {
+      idle_ema_s_(static_cast<size_t>(m.layers), -1.0),
+      reuse_(m.layers) {
   CacheOptions co;
   co.record_bytes = m.expert_bytes;
   co.slots = o.cache_slots;
@@ -260,8 +261,10 @@ void StreamingExpertSource::for_each_ready_group(int64_t layer, std::span<const 
   auto last_landed = phase_start;  // no read at all: the drives were idle from the start
   const size_t li = static_cast<size_t>(layer);
   if (c_.layer_expert_s.size() <= li) c_.layer_expert_s.resize(li + 1, 0.0), c_.layer_wait_s.resize(li + 1, 0.0);
-  if (heat_)
+  if (heat_) {
     for (int64_t e : experts) heat_->add(layer, e);
+    if (pass_positions_ == 1 && sliced_layer_ != layer) reuse_.decoded(layer, experts, *heat_);
+  }
 
   // Takes (or starts) expert `i`; false when no slot is free right now.
   uint64_t full_version = 0;
@@ -487,6 +490,7 @@ void StreamingExpertSource::begin_layer(int64_t layer, std::span<const int64_t> 
 }
 
 void StreamingExpertSource::begin_pass(size_t positions) {
+  if (positions != 1) reuse_.break_chain();
   pass_positions_ = positions;
   sliced_layer_ = -1;
   slices_left_ = slices_total_ = 0;

@@ -138,6 +138,7 @@ private:
   // window that prefetch can fill); -1 until measured.
   bool gate_by_idle_;
   std::vector<double> idle_ema_s_;
+  ReuseTracker reuse_;  // feeds heat_'s temporal reuse from decoded tokens (store/heat.h)
   int64_t landed_layer_ = -1;
   std::chrono::steady_clock::time_point landed_at_{};
 };

@@ -38,7 +38,7 @@ struct EngineOptions {
   int threads = 1;
   std::optional<double> cache_gb;  // GB (10^9) for the evictable cache; unset = auto (memory_plan.h)
   double pin_gb = 0;               // GB for the pinned tier of the hottest experts
-  std::string cache_policy = "cycle-heat";  // the cache's eviction policy (experts/cache_policy.h)
+  std::string cache_policy = "auto";  // the cache's eviction policy (experts/cache_policy.h)
   LookaheadMode lookahead = LookaheadMode::Auto;
   ReadSettings reader;
   std::string trace;               // JSON-lines read trace, "" = none

@@ -59,7 +59,13 @@ void open_streaming_experts(LoadedModel& m, const EngineOptions& o, int64_t expe
   StreamOptions so;
   so.cache_slots = m.memory.cache_slots;
   so.pinned_slots = m.memory.pinned_slots;
-  so.cache_policy = parse_cache_policy(o.cache_policy, "--cache-policy");
+  if (o.cache_policy == "auto") {
+    const AutoPolicyChoice c = choose_cache_policy(m.heat.get(), experts_per_token, man.experts);
+    so.cache_policy = c.kind;
+    m.cache_policy_why = "auto: " + c.why;
+  } else {
+    so.cache_policy = parse_cache_policy(o.cache_policy, "--cache-policy");
+  }
   so.reader = reader_options(o.reader);
   so.gate_prefetch_by_idle = gate_by_idle;
   if (fetch) {

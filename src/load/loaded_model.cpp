@@ -48,6 +48,7 @@ ModelInfo LoadedModel::info() const {
   s.io_engine = io_engine_name(stream->reader().engine());
   s.io_note = stream->reader().engine_note();
   s.cache_policy = stream->cache().policy_name();
+  s.cache_policy_why = cache_policy_why;
   if (const ExpertFetcher* f = stream->fetcher())
     s.mirror = StreamInfo::Mirror{f->url(), static_cast<uint64_t>(f->local_experts()), f->disk_budget_bytes()};
   return i;

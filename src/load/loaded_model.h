@@ -45,6 +45,8 @@ struct LoadedModel {
   // --route-trace: told every route by `experts`, committed when the model goes.
   std::unique_ptr<RouteTraceWriter> route_trace;
 
+  std::string cache_policy_why;  // --cache-policy auto: why it chose its policy
+
   std::unique_ptr<ExpertSource> experts;
   StreamingExpertSource* stream = nullptr;  // = experts when streaming
   std::unique_ptr<TokenText> text;          // the family's tokenizer as ordinary text

@@ -20,6 +20,7 @@ struct StreamInfo {
   std::string io_engine;  // the reader's engine in use ("uring", "pread")
   std::string io_note;    // why the reader uses another engine than asked ("" = none)
   std::string cache_policy = "cycle-heat";  // the expert cache's eviction policy
+  std::string cache_policy_why;             // --cache-policy auto: the reason for its choice
   struct Mirror {
     std::string url;
     uint64_t local_experts = 0;      // experts on the drives

@@ -68,13 +68,25 @@ HeatHistogram HeatHistogram::load(const std::string& store_dir, int64_t layers, 
     h.counts_[i] = v;
     h.layer_totals_[i / static_cast<size_t>(experts)] += v;
   }
+  // Optional (files before issue 35 lack it): [reused, routed].
+  if (j.contains("reuse")) {
+    const nlohmann::json& r = j["reuse"];
+    if (!r.is_array() || r.size() != 2 || !r[0].is_number() || !r[1].is_number())
+      fail(path, ": field 'reuse' must be [reused, routed], two numbers");
+    const double reused = r[0].get<double>(), routed = r[1].get<double>();
+    if (!std::isfinite(reused) || !std::isfinite(routed) || reused < 0 || routed < reused)
+      fail(path, ": field 'reuse' = [", reused, ", ", routed, "] (needs 0 <= reused <= routed, finite)");
+    h.reused_ = reused;
+    h.routed_ = routed;
+  }
   return h;
 }
 
 bool HeatHistogram::save(const std::string& store_dir) const {
   const StoreWriteLock lock(store_dir);
   if (!lock.held()) return false;
-  nlohmann::json j = {{"version", kHeatVersion}, {"layers", layers_}, {"experts", experts_}, {"counts", counts_}};
+  nlohmann::json j = {{"version", kHeatVersion}, {"layers", layers_},          {"experts", experts_},
+                      {"counts", counts_},        {"reuse", {reused_, routed_}}};
   write_file_atomic(heat_path(store_dir), j.dump() + "\n");
   return true;
 }
@@ -87,7 +99,32 @@ void HeatHistogram::add(int64_t layer, int64_t expert, double amount) {
   layer_versions_[static_cast<size_t>(layer)] = next_version();
 }
 
+void HeatHistogram::add_reuse(double reused, double routed) {
+  reused_ += reused;
+  routed_ += routed;
+}
+
+void ReuseTracker::decoded(int64_t layer, std::span<const int64_t> experts, HeatHistogram& heat) {
+  std::vector<int64_t>& prev = previous_.at(static_cast<size_t>(layer));
+  if (!prev.empty()) {
+    size_t common = 0;
+    for (size_t i = 0, j = 0; i < experts.size() && j < prev.size();) {
+      if (experts[i] == prev[j]) ++common, ++i, ++j;
+      else if (experts[i] < prev[j]) ++i;
+      else ++j;
+    }
+    heat.add_reuse(static_cast<double>(common), static_cast<double>(experts.size()));
+  }
+  prev.assign(experts.begin(), experts.end());
+}
+
+void ReuseTracker::break_chain() {
+  for (std::vector<int64_t>& p : previous_) p.clear();
+}
+
 void HeatHistogram::decay(double factor) {
+  reused_ *= factor;
+  routed_ *= factor;
   for (double& c : counts_) c *= factor;
   for (double& t : layer_totals_) t *= factor;
   decay_version_ = next_version();

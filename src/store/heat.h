@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,6 +43,13 @@ public:
   // The n hottest (layer, expert) pairs with count > 0, hottest first, ties to lower (layer, expert).
   std::vector<std::pair<int64_t, int64_t>> hottest(size_t n) const;
   double total() const;
+  // Temporal reuse (issue 35): of the experts decoded tokens routed at a
+  // layer, how many the token before routed there too, summed over layers
+  // and decayed with the counts. --cache-policy auto reads it
+  // (experts/cache_policy.h); heat.json keeps it across runs.
+  void add_reuse(double reused, double routed);
+  double reused() const { return reused_; }
+  double routed() const { return routed_; }
   // Changes whenever a count of `layer` may have changed (an add to it, a
   // decay of all), and never takes a value it had before, in any histogram:
   // whoever keeps values derived from the counts (the cache's eviction order,
@@ -68,6 +76,7 @@ private:
   std::vector<double> counts_;
   std::vector<double> layer_totals_;
   std::vector<uint64_t> layer_versions_;  // of the last add to each layer
+  double reused_ = 0, routed_ = 0;
   uint64_t decay_version_ = 0;            // of the last decay
 };
 
@@ -75,5 +84,20 @@ private:
 // (experts/streaming_source.cpp; cache-sim replays it): a use ~700 tokens ago
 // counts half as much as one now.
 inline constexpr double kHeatDecayPerPosition = 0.999;
+
+// Feeds a histogram's reuse as decoded tokens' routes arrive, layer by layer:
+// each route against the previous decoded token's at the same layer. A
+// pass of several positions (a prompt) breaks the chain: the next decoded
+// token has no predecessor to compare with.
+class ReuseTracker {
+public:
+  explicit ReuseTracker(int64_t layers) : previous_(static_cast<size_t>(layers)) {}
+  // `experts`: a decoded token's route at `layer`, distinct and ascending.
+  void decoded(int64_t layer, std::span<const int64_t> experts, HeatHistogram& heat);
+  void break_chain();
+
+private:
+  std::vector<std::vector<int64_t>> previous_;  // [layer]: ascending; empty = none
+};
 
 }  // namespace deltafin

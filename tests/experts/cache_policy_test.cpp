@@ -536,5 +536,47 @@ TEST(CachePolicy, TheCacheAsksItsPolicy) {
   }
 }
 
+// --cache-policy auto's rule, by hand: 16 of 512 experts is 1/32 chance, so
+// the line is 2.2 / 32 = 6.875 % reuse, over at least 2000 routed experts.
+TEST(CachePolicy, AutoPicksCycleReuseAboveTheReuseLine) {
+  auto pick = [](double reused, double routed) {
+    HeatHistogram h(2, 512);
+    h.add_reuse(reused, routed);
+    return choose_cache_policy(&h, 16, 512);
+  };
+  EXPECT_EQ(choose_cache_policy(nullptr, 16, 512).kind, CachePolicyKind::CycleHeat);
+  EXPECT_EQ(pick(1999, 1999).kind, CachePolicyKind::CycleHeat) << "too little measured";
+  EXPECT_NE(pick(1999, 1999).why.find("too little"), std::string::npos);
+  EXPECT_EQ(pick(275, 4000).kind, CachePolicyKind::CycleReuse) << "6.875 %: on the line";
+  EXPECT_EQ(pick(274, 4000).kind, CachePolicyKind::CycleHeat) << "6.85 %";
+  const AutoPolicyChoice c = pick(400, 4000);
+  EXPECT_EQ(c.kind, CachePolicyKind::CycleReuse);
+  EXPECT_EQ(c.why, "temporal reuse 10.0 % = 3.2x chance");
+}
+
+// Reuse counted by hand: layer 1 routes {1,2,3} then {2,3,4} (2 of 3 again),
+// then {7,8,9} (0 of 3); a prompt breaks the chain, so {2,3,4} after it adds
+// nothing; layer 2's first route has no predecessor.
+TEST(CachePolicy, ReuseTrackerCountsWhatTheTokenBeforeRouted) {
+  HeatHistogram h(3, 10);
+  ReuseTracker t(3);
+  const std::vector<int64_t> a{1, 2, 3}, b{2, 3, 4}, c{7, 8, 9};
+  t.decoded(1, a, h);
+  EXPECT_EQ(h.routed(), 0);
+  t.decoded(1, b, h);
+  t.decoded(2, c, h);
+  EXPECT_EQ(h.reused(), 2);
+  EXPECT_EQ(h.routed(), 3);
+  t.decoded(1, c, h);
+  EXPECT_EQ(h.reused(), 2);
+  EXPECT_EQ(h.routed(), 6);
+  t.break_chain();
+  t.decoded(1, b, h);
+  EXPECT_EQ(h.routed(), 6);
+  h.decay(0.5);
+  EXPECT_EQ(h.reused(), 1);
+  EXPECT_EQ(h.routed(), 3);
+}
+
 }  // namespace cache_policy_test
 }  // namespace deltafin

@@ -363,6 +363,7 @@ TEST(CacheSim, ReplayCountsWhatTheEngineCounted) {
     o.cache_policy = policy;
     StreamCounters after_prompt, end;
     size_t slots = 0;
+    double engine_reused = -1, engine_routed = -1;
     {
       auto m = load_store(s.store, o);
       m->open_route_trace(path);
@@ -373,6 +374,8 @@ TEST(CacheSim, ReplayCountsWhatTheEngineCounted) {
       after_prompt = m->stream->counters();
       for (uint32_t id : more) model.forward(*session, std::span<const uint32_t>(&id, 1), false);
       end = m->stream->counters();
+      engine_reused = m->heat->reused();
+      engine_routed = m->heat->routed();
     }
     ASSERT_EQ(slots, 16u);
     EXPECT_EQ(end.inflight, 0u);
@@ -387,6 +390,12 @@ TEST(CacheSim, ReplayCountsWhatTheEngineCounted) {
     EXPECT_EQ(row.demanded, end.demanded - after_prompt.demanded) << policy;
     EXPECT_EQ(row.hits, end.hits - after_prompt.hits) << policy;
     EXPECT_GT(end.misses, after_prompt.misses) << policy << ": the decoded tokens missed too";
+    // The temporal reuse --cache-policy auto reads: the engine measured what
+    // the trace's heat says (9 token pairs after the prompt; the prompt breaks the chain).
+    const HeatHistogram learned = learn_heat(r);
+    EXPECT_EQ(learned.routed(), engine_routed) << policy;
+    EXPECT_EQ(learned.reused(), engine_reused) << policy;
+    EXPECT_GT(engine_routed, 0) << policy;
   }
 }
 

@@ -102,3 +102,31 @@ TEST(Heat, NotSavedWhileASetupHoldsTheStore) {
   EXPECT_TRUE(h.save(dir.path()));
   EXPECT_EQ(HeatHistogram::load(dir.path(), 2, 3).at(0, 0), 1.0);
 }
+
+// The temporal reuse travels in heat.json; a file from before it (no field)
+// loads with none; a bad field is refused naming it.
+TEST(Heat, ReuseIsSavedAndChecked) {
+  TempDir d;
+  HeatHistogram h(2, 3);
+  h.add(1, 2, 4.0);
+  h.add_reuse(3.0, 12.0);
+  ASSERT_TRUE(h.save(d.path()));
+  const HeatHistogram back = HeatHistogram::load(d.path(), 2, 3);
+  EXPECT_EQ(back.reused(), 3.0);
+  EXPECT_EQ(back.routed(), 12.0);
+  write_file_atomic(d.path() + "/heat.json", R"({"version":1,"layers":2,"experts":3,"counts":[0,0,0,0,0,1]})");
+  EXPECT_EQ(HeatHistogram::load(d.path(), 2, 3).routed(), 0.0);
+  write_file_atomic(d.path() + "/heat.json",
+                    R"({"version":1,"layers":2,"experts":3,"counts":[0,0,0,0,0,1],"reuse":[5,4]})");
+  EXPECT_THROW(
+      {
+        try {
+          HeatHistogram::load(d.path(), 2, 3);
+        } catch (const std::exception& e) {
+          EXPECT_NE(std::string(e.what()).find("heat.json: field 'reuse' = [5, 4]"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      std::exception);
+}
+
