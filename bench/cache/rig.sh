@@ -8,17 +8,17 @@
 # from the same heat. Needs root and the rig's drives up (drives-up.sh).
 #
 #   bench/cache/rig.sh STORE OUT_DIR
-#   environment: DF (binary), SIZES (cache GB list, "0.9 1.8 2.7"), POLICIES ("lru cycle-heat cycle-reuse"),
-#                N (decoded tokens, 24), TRAIN / TEST (prompt files, one prompt per line)
+#   environment: DF (binary), SIZES (cache GB list, "0.9 1.8"), POLICIES ("lru cycle-heat cycle-reuse"),
+#                N (decoded tokens, 16), TRAIN / TEST (prompt files, one prompt per line)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 STORE=${1:?store directory on the rig drives}
 OUT=${2:?output directory}
 DF=${DF:-$ROOT/build/release/deltafin}
 RIG=${DFBENCH_RIG:-$ROOT/../shared/bench}
-SIZES=${SIZES:-"0.9 1.8 2.7"}
+SIZES=${SIZES:-"0.9 1.8"}
 POLICIES=${POLICIES:-"lru cycle-heat cycle-reuse"}
-N=${N:-24}
+N=${N:-16}
 mkdir -p "$OUT"
 TRAIN=${TRAIN:-$OUT/prompt-train.txt}
 TEST=${TEST:-$OUT/prompt-test.txt}
@@ -31,8 +31,11 @@ run() {  # name cache_gb policy prompts
       --prompts "$4" --max-new "$N" --threads 2 --cache-gb "$2" --cache-policy "$3" --lookahead off \
       --json "$OUT/$1.json" >"$OUT/$1.txt" 2>"$OUT/$1.log"
 }
+# bench leaves heat.json alone (runs must not change the store); run writes it.
 rm -f "$STORE/heat.json"
-run train 1.8 cycle-heat "$TRAIN"
+"$RIG/in-cgroup.sh" --mem 2400000000 --stats "$OUT/train.cgroup" -- "$DF" run --store "$STORE" \
+    --prompt "$(head -1 "$TRAIN")" --max-new "$N" --ignore-eos --threads 2 --cache-gb 1.8 --lookahead off \
+    >"$OUT/train-stdout.txt" 2>"$OUT/train.log"
 cp "$STORE/heat.json" "$OUT/heat-train.json"
 for size in $SIZES; do
   for policy in $POLICIES; do
