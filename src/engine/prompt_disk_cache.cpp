@@ -71,14 +71,23 @@ PromptDiskCache::PromptDiskCache(std::string dir, uint64_t budget_bytes, std::st
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) fail("prompt cache: cannot create ", dir_, ": ", ec.message());
+  // Prompt states hold a conversation's tokens: this user's only (issue 37).
+  // The directory too, so their names (prefix hashes) are not listed to others.
+  if (::chmod(dir_.c_str(), 0700) != 0) fail("prompt cache: cannot make ", dir_, " private (0700): ", std::strerror(errno));
   if (fingerprint_.size() != 64) fail("prompt cache: the model fingerprint must be 64 hex characters");
   // Temporaries of writers that are gone (a crash, kill -9) are removed.
   for (auto it = fs::directory_iterator(dir_, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     const fs::directory_entry& e = *it;
     const std::string name = e.path().filename().string();
     const size_t tmp = name.find(".tmp-");
-    if (tmp != std::string::npos && !pid_alive(std::atol(name.c_str() + tmp + 5))) fs::remove(e.path(), ec);
-    else if (name.size() > 6 && name.ends_with(kSuffix)) stats_.bytes += e.file_size(ec);
+    if (tmp != std::string::npos && !pid_alive(std::atol(name.c_str() + tmp + 5))) {
+      fs::remove(e.path(), ec);
+    } else if (tmp == std::string::npos && name.size() > 6 && name.ends_with(kSuffix)) {
+      // States written before they were private are made so.
+      if (::chmod(e.path().c_str(), kPrivateFile) != 0)
+        fail("prompt cache: cannot make ", e.path().string(), " private (0600): ", std::strerror(errno));
+      stats_.bytes += e.file_size(ec);
+    }
   }
 }
 
@@ -217,7 +226,7 @@ void PromptDiskCache::save(std::span<const uint32_t> tokens, const SessionMark& 
     h.payload_bytes = payload_bytes;
     h.payload_crc = crc;
     const std::vector<uint8_t> head = encode_header(h);
-    AtomicFile out(path);
+    AtomicFile out(path, kPrivateFile);
     out.write(head.data(), head.size());
     out.write(tokens.data(), token_bytes);
     model_.for_each_state_part(session, at, [&](const float* p, size_t n) { out.write(p, n * 4); });

@@ -58,10 +58,19 @@ void File::pread_exact(void* dst, size_t n, uint64_t offset) const {
   }
 }
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+AtomicFile::AtomicFile(std::string path, unsigned mode) : path_(std::move(path)) {
   tmp_ = cat(path_, ".tmp-", ::getpid());
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, static_cast<mode_t>(mode));
   if (fd_ < 0) fail(tmp_, ": cannot create: ", errno_text());
+  // A private file is private from its first byte, even when an older
+  // temporary of the same name (a reused pid) had wider permissions.
+  if (mode == kPrivateFile && ::fchmod(fd_, static_cast<mode_t>(mode)) != 0) {
+    const std::string why = errno_text();
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+    fd_ = -1;
+    fail(tmp_, ": cannot make it private (0600): ", why);
+  }
 }
 
 AtomicFile::~AtomicFile() {

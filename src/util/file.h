@@ -33,9 +33,12 @@ private:
 
 // Writes to "<path>.tmp-<pid>"; commit() fsyncs, renames onto path and fsyncs
 // the directory. Destroyed without commit(): the temporary file is removed.
+// kPrivateFile: readable and writable by this user only, whatever the umask
+// (files holding a user's text: prompt states); otherwise 0644 less the umask.
+inline constexpr unsigned kPrivateFile = 0600;
 class AtomicFile {
 public:
-  explicit AtomicFile(std::string path);
+  explicit AtomicFile(std::string path, unsigned mode = 0644);
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;

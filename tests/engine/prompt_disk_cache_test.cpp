@@ -171,6 +171,39 @@ TEST_P(PromptDiskCacheTest, ARestoredStateEqualsTheComputedOneAndSoDoesWhatFollo
   expect_same_session(restored, cold, "after decoding");
 }
 
+// Prompt states hold a conversation's tokens: readable by this user only
+// (0600 in a 0700 directory) whatever the umask, and a state written before
+// that rule is made private when the cache opens the directory (issue 37).
+TEST_P(PromptDiskCacheTest, StatesAreReadableByTheirUserOnly) {
+  test::TempDir d;
+  const std::string dir = d.path() + "/states";
+  const mode_t old_mask = ::umask(022);  // the usual umask: 0644 files, 0755 directories
+  {
+    PromptDiskCache cache(dir, 1ull << 30, kFingerprint, model());
+    keep(cache, prompt_of(3, B + 8), B);
+  }
+  const std::string state = only_file(dir);
+  struct stat st {};
+  ASSERT_EQ(::stat(state.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << state;
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u) << dir;
+  // A state left world-readable by an older build, and the directory opened up.
+  ASSERT_EQ(::chmod(state.c_str(), 0644), 0);
+  ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);
+  const std::string other = dir + "/notes.txt";  // not a state: left as it is
+  std::ofstream(other) << "x";
+  ASSERT_EQ(::chmod(other.c_str(), 0644), 0);
+  { PromptDiskCache again(dir, 1ull << 30, kFingerprint, model()); }
+  ::umask(old_mask);
+  ASSERT_EQ(::stat(state.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(::stat(other.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+}
+
 TEST_P(PromptDiskCacheTest, AnyPromptSharingTheBlocksFindsTheLongestKeptPrefix) {
   test::TempDir d;
   PromptDiskCache cache(d.path(), 1ull << 30, kFingerprint, model());
