@@ -130,21 +130,29 @@ void print_summary(const RouteTraceSummary& t, const CacheReplay& r, const std::
               range(reuse).c_str(), 100.0 * static_cast<double>(r.top_k) / static_cast<double>(r.experts));
 }
 
+// Each size's rows end with Belady's: its hit rate is the reference of that size's rows.
+std::vector<double> belady_of(const std::vector<CacheSimRow>& rows) {
+  std::vector<double> out(rows.size(), 0.0);
+  double reference = 0;
+  for (size_t i = rows.size(); i-- > 0;) {
+    if (rows[i].policy == "belady") reference = rows[i].hit_rate();
+    out[i] = reference;
+  }
+  return out;
+}
+
+double misses_per_token(const CacheSimRow& w, int64_t tokens) {
+  return static_cast<double>(w.demanded - w.hits) / static_cast<double>(tokens);
+}
+
 void print_table(const std::vector<CacheSimRow>& rows, int64_t tokens, bool with_prefill) {
   std::printf("\n%8s %7s  %-12s %7s %13s %12s%s\n", "slots", "pinned", "policy", "hit %", "misses/token",
               "Belady gap", with_prefill ? "  prefill hit %" : "");
-  double belady = 0;
+  const std::vector<double> belady = belady_of(rows);
   for (size_t i = 0; i < rows.size(); ++i) {
-    // Each size's rows end with Belady's: its hit rate is the reference of the rows before it.
-    if (i == 0 || rows[i - 1].policy == "belady")
-      for (size_t j = i; j < rows.size(); ++j)
-        if (rows[j].policy == "belady") {
-          belady = rows[j].hit_rate();
-          break;
-        }
     const CacheSimRow& w = rows[i];
-    const double misses = static_cast<double>(w.demanded - w.hits) / static_cast<double>(tokens);
-    const std::string gap = w.policy == "belady" ? "-" : strformat("%.2f", 100 * (belady - w.hit_rate()));
+    const double misses = misses_per_token(w, tokens);
+    const std::string gap = w.policy == "belady" ? "-" : strformat("%.2f", 100 * (belady[i] - w.hit_rate()));
     std::printf("%8zu %7zu  %-12s %7.2f %13.1f %12s", w.slots, w.pinned, w.policy.c_str(), 100 * w.hit_rate(), misses,
                 gap.c_str());
     if (with_prefill)
@@ -174,21 +182,14 @@ nlohmann::ordered_json to_json(const CacheSimArgs& a, const RouteTraceSummary& t
                   {"prefill_positions", t.prefill_positions}, {"moe_layers", t.moe_layers},
                   {"experts", t.experts}, {"top_k", t.top_k}, {"layers", layers}};
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  double belady = 0;
+  const std::vector<double> belady = belady_of(rows);
   for (size_t i = 0; i < rows.size(); ++i) {
-    if (i == 0 || rows[i - 1].policy == "belady")
-      for (size_t k = i; k < rows.size(); ++k)
-        if (rows[k].policy == "belady") {
-          belady = rows[k].hit_rate();
-          break;
-        }
     const CacheSimRow& w = rows[i];
     nlohmann::ordered_json row = {{"slots", w.slots},       {"pinned", w.pinned},
                                   {"policy", w.policy},     {"demanded", w.demanded},
                                   {"hits", w.hits},         {"hit_rate", w.hit_rate()},
-                                  {"misses_per_token", static_cast<double>(w.demanded - w.hits) /
-                                                           static_cast<double>(t.decode_tokens)},
-                                  {"belady_gap_points", 100 * (belady - w.hit_rate())}};
+                                  {"misses_per_token", misses_per_token(w, t.decode_tokens)},
+                                  {"belady_gap_points", 100 * (belady[i] - w.hit_rate())}};
     if (a.with_prefill) row["prefill_demanded"] = w.prefill_demanded, row["prefill_hits"] = w.prefill_hits;
     out.push_back(row);
   }
