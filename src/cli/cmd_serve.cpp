@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "cli/commands.h"
@@ -14,6 +15,7 @@
 #include "model/loaders/drafter_factory.h"
 #include "platform/poller.h"
 #include "engine/engine.h"
+#include "engine/step_scheduler.h"
 #include "server/http_server.h"
 #include "util/error.h"
 
@@ -36,7 +38,30 @@ struct ServeArgs {
   SessionArgs session;
   PromptCacheArgs prompt_cache;
   double header_timeout_s = 10, body_timeout_s = 60, idle_timeout_s = 10, keepalive_s = 5;
+  int parallel = 4;
+  int64_t step_rows = StepScheduler::kDefaultStepRows;
+  std::vector<std::string> api_key_files;
+  std::string prompt_cache_scope = "key";
 };
+
+// --api-key-file: one key per line (blank lines and # comments skipped), so
+// that keys need not stand on a command line that `ps` shows.
+void read_api_key_files(const std::vector<std::string>& files, std::vector<std::string>& keys) {
+  for (const std::string& path : files) {
+    std::ifstream in(path);
+    if (!in) fail("--api-key-file ", path, ": cannot be read");
+    std::string line;
+    for (int no = 1; std::getline(in, line); ++no) {
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+      const size_t first = line.find_first_not_of(" \t");
+      if (first == std::string::npos || line[first] == '#') continue;
+      line = line.substr(first);
+      if (line.find_first_of(" \t") != std::string::npos)
+        fail("--api-key-file ", path, " line ", no, ": a key holds no spaces (one key per line)");
+      keys.push_back(line);
+    }
+  }
+}
 
 std::string default_model_name(const ModelArgs& a) {
   std::string dir = a.model.empty() ? a.store : a.model;
@@ -63,6 +88,10 @@ int serve(ServeArgs a) {
   if (so.draft.head_dir.empty()) so.draft.head_dir = a.dspark;
   if (so.draft.model_dir.empty()) so.draft.model_dir = a.draft_model;
   so.draft_k = a.draft_k;
+  so.parallel = a.parallel;
+  so.step_rows = a.step_rows;
+  read_api_key_files(a.api_key_files, a.server.api_keys);
+  a.server.prompt_cache_scope = a.prompt_cache_scope == "global" ? PromptCacheScope::Global : PromptCacheScope::Key;
   a.session.apply(so);
   so.prompt_cache_dir = a.prompt_cache.dir_for(a.model);
   so.prompt_cache_disk_bytes = a.prompt_cache.budget_bytes();
@@ -83,12 +112,14 @@ int serve(ServeArgs a) {
   const int port = server.bind();
   if (a.server.host != "127.0.0.1" && a.server.host != "::1" && a.server.host != "localhost")
     std::fprintf(stderr, "serve: WARNING: listening on %s, reachable from other machines%s\n", a.server.host.c_str(),
-                 a.server.api_key.empty() ? " with no --api-key" : "");
+                 a.server.api_keys.empty() ? " with no --api-key" : "");
   std::fprintf(stderr,
-               "serve: listening on http://%s:%d (model \"%s\", context %lld tokens, session budget %.1f MB, queue %zu, "
-               "at most %zu connections)\n",
+               "serve: listening on http://%s:%d (model \"%s\", context %lld tokens, session budget %.1f MB, parallel %d, "
+               "queue %zu, at most %zu connections, %zu API key(s), prompt reuse scoped %s)\n",
                a.server.host.c_str(), port, a.server.model_name.c_str(), static_cast<long long>(engine.context_limit()),
-               static_cast<double>(engine.session_budget_bytes()) / 1e6, a.server.queue, a.server.max_connections);
+               static_cast<double>(engine.session_budget_bytes()) / 1e6, engine.parallel(), a.server.queue,
+               a.server.max_connections, a.server.api_keys.size(),
+               a.server.api_keys.empty() ? "globally (no keys)" : a.prompt_cache_scope == "global" ? "globally" : "per key");
   if (const char* p = std::getenv("DELTAFIN_POLLER"); p && *p)
     std::fprintf(stderr, "serve: event loop: %s (DELTAFIN_POLLER)\n", platform::poller_name(poller));
   std::fflush(stderr);
@@ -138,7 +169,11 @@ chunk). The key (--api-key) comes as 'Authorization: Bearer KEY' or 'x-api-key: 
 loopback unless --host says otherwise (and warns when it does). Agents, tools and each API's dialect:
 docs/agents.md; the HTTP layer, its limits and timeouts: docs/http.md.
 
-One generation at a time; --queue more wait in arrival order, beyond that 429 with Retry-After. A client
+Up to --parallel requests generate at once, stepped together: each step is one pass over every running
+request's rows (decode rows first, then prompt slices sharing --step-rows, oldest first), with the experts
+applied once to the union of their routes; every request gets exactly the bits it gets alone
+(docs/serving.md). Admission counts every running session against the session budget; --queue more wait
+in arrival order, beyond that 429 with Retry-After. A client
 that disconnects while waiting, while its prompt is prefilled or while its tokens are made is noticed and
 its work stops within about 20 ms of model time (the prefill is checked between slices, experts and
 attention heads, not only between layers); it is logged as cancelled. SIGINT / SIGTERM stop
@@ -177,8 +212,24 @@ honoured (images, logprobs, n > 1, batched prompts) get HTTP 400 {"error": {"mes
   add_model_options(sub, a->model);
   sub->add_option("--host", a->server.host, "Address to listen on; loopback unless told otherwise")->capture_default_str();
   sub->add_option("--port", a->server.port, "Port; 0 = any free port, printed at start")->transform(whole_number(0, 65535))->capture_default_str();
-  sub->add_option("--api-key", a->server.api_key, "Require this key on /v1 routes, as 'Authorization: Bearer KEY' or 'x-api-key: KEY'");
-  sub->add_option("--queue", a->server.queue, "Requests that may wait behind the generating one; more get 429")
+  sub->add_option("--api-key", a->server.api_keys,
+                  "Require a key on /v1 routes, as 'Authorization: Bearer KEY' or 'x-api-key: KEY'; repeat for several keys");
+  sub->add_option("--api-key-file", a->api_key_files, "Keys one per line (# comments), beside or instead of --api-key")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--prompt-cache-scope", a->prompt_cache_scope,
+                  "key: a request reuses only prompt states of its own API key (a reused prefix shows in cached_tokens "
+                  "and in the time to first token, so one key could learn what another sent); global: shared")
+      ->check(CLI::IsMember({"key", "global"}))
+      ->capture_default_str();
+  sub->add_option("--parallel", a->parallel,
+                  "Requests that generate at once, each with its own session within the session budget; 1 = one at a time")
+      ->transform(whole_number(1, 256))
+      ->capture_default_str();
+  sub->add_option("--step-rows", a->step_rows,
+                  "Rows per concurrent step: decode rows first, the rest shared by the prompts being prefilled")
+      ->transform(whole_number(1, 1 << 20))
+      ->capture_default_str();
+  sub->add_option("--queue", a->server.queue, "Requests that may wait behind the generating ones; more get 429")
       ->transform(whole_number(0, 4096))
       ->capture_default_str();
   sub->add_option("--max-tokens", a->max_tokens, "Most tokens one request may generate, and the default")
@@ -225,7 +276,7 @@ honoured (images, logprobs, n > 1, batched prompts) get HTTP 400 {"error": {"mes
       ->capture_default_str();
   sub->add_option("--dspark", a->dspark, "A DSpark checkpoint for --draft auto, for chats and completions");
   sub->add_option("--draft-model", a->draft_model, "A small Qwen3 checkpoint for --draft auto, for raw completions");
-  sub->add_option("--http-threads", a->server.http_threads, "Generation worker threads; 0 = queue + 4")
+  sub->add_option("--http-threads", a->server.http_threads, "Generation worker threads; 0 = queue + parallel + 4")
       ->transform(whole_number(0, kMaxThreads))
       ->capture_default_str();
   return {sub, [a] { return serve(*a); }};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <list>
 #include <mutex>
 #include <thread>
 
@@ -14,6 +15,7 @@
 #include "model/loaders/drafter_factory.h"
 #include "model/loaders/family_loaders.h"
 #include "engine/speculative_generate.h"
+#include "engine/step_scheduler.h"
 #include "util/error.h"
 
 namespace deltafin {
@@ -41,6 +43,32 @@ uint64_t derived_session_budget(const LoadedModel& m, uint64_t prompt_cache_byte
   return free_bytes / 10 * 8;
 }
 
+// A drafter used beside other requests: its calls take the model's lock, as
+// a drafter may run a draft model on the same backend and thread pool as
+// the target's passes.
+class LockedDrafter final : public Drafter {
+public:
+  LockedDrafter(std::unique_ptr<Drafter> d, std::mutex& mu) : d_(std::move(d)), mu_(mu) {}
+  std::string name() const override { return d_->name(); }
+  std::vector<uint32_t> propose(std::span<const uint32_t> history, int k) override {
+    std::lock_guard lock(mu_);
+    return d_->propose(history, k);
+  }
+  void committed(const Rows& captured, size_t rows) override {
+    std::lock_guard lock(mu_);
+    d_->committed(captured, rows);
+  }
+  std::vector<int64_t> capture_layers() const override { return d_->capture_layers(); }
+
+private:
+  std::unique_ptr<Drafter> d_;
+  std::mutex& mu_;
+};
+
+std::unique_ptr<Drafter> locked_drafter(std::unique_ptr<Drafter> d, std::mutex& mu) {
+  return std::make_unique<LockedDrafter>(std::move(d), mu);
+}
+
 }  // namespace
 
 // The heat histogram in memory is always current; heat.json (written with an
@@ -63,8 +91,16 @@ struct Engine::Impl {
   PromptCache cache;
   std::unique_ptr<PromptDiskCache> disk;
   DrafterFactory drafters;
-  std::atomic<int> phase{0};  // 0 idle, 1 prefill, 2 decode
-  std::atomic<int64_t> prompt_tokens{0}, prefill_done{0}, generated{0};
+  // Concurrent requests (EngineSettings::parallel > 1): model_mu serialises
+  // every use of the model outside the scheduler's steps (which hold it
+  // too); cache_mu guards the RAM prompt cache, disk_mu the disk one (its
+  // writes are slow: they must not hold up RAM reuse); progress_mu the list
+  // of running requests.
+  std::mutex model_mu, cache_mu, disk_mu, heat_mu;
+  std::unique_ptr<StepScheduler> scheduler;
+  std::atomic<uint64_t> next_order{0};
+  mutable std::mutex progress_mu;
+  std::list<const LiveProgress*> running;  // oldest first
   mutable std::mutex totals_mu;
   Totals totals;
   std::atomic<int> step_delay_ms{0}, prefill_delay_ms{0};  // EngineTestHooks
@@ -100,6 +136,8 @@ struct Engine::Impl {
     if (context_limit < 2)
       fail("the session budget of ", session_budget, " bytes holds ", fits,
            " positions, too few for a prompt and one token (--session-budget-mb, --cache-gb)");
+    if (o.parallel < 1) fail("parallel requests: ", o.parallel, " (the least is 1)");
+    if (o.parallel > 1) scheduler = std::make_unique<StepScheduler>(m->causal(), model_mu, o.step_rows);
   }
 
   uint64_t session_bytes(int64_t positions, int64_t prompt) const {
@@ -112,15 +150,23 @@ struct Engine::Impl {
   // The longest kept prefix, from RAM or, when longer, from disk; a fresh
   // session when none. One session in memory at a time: the RAM copy goes
   // before the disk state comes, and is taken again if that fails.
-  std::unique_ptr<ModelSession> reuse(const std::vector<uint32_t>& prompt, Outcome& out) {
-    PromptCache::Restored ram = cache.restore(prompt);
-    if (disk && disk->available(prompt, ram.length) > ram.length) {
-      ram.session.reset();
-      if (PromptDiskCache::Restored d = disk->restore(prompt, ram.length); d.session) {
-        out.cached_tokens = out.disk_tokens = d.length;
-        return std::move(d.session);
+  std::unique_ptr<ModelSession> reuse(const std::vector<uint32_t>& prompt, const std::string& scope, Outcome& out) {
+    auto ram_restore = [&] {
+      std::lock_guard lock(cache_mu);
+      return cache.restore(prompt, scope);
+    };
+    PromptCache::Restored ram = ram_restore();
+    if (disk) {
+      std::unique_lock lock(disk_mu);
+      if (disk->available(prompt, ram.length, scope) > ram.length) {
+        ram.session.reset();
+        if (PromptDiskCache::Restored d = disk->restore(prompt, ram.length, scope); d.session) {
+          out.cached_tokens = out.disk_tokens = d.length;
+          return std::move(d.session);
+        }
+        lock.unlock();
+        ram = ram_restore();
       }
-      ram = cache.restore(prompt);
     }
     if (ram.session) {
       out.cached_tokens = ram.length;
@@ -136,16 +182,22 @@ struct Engine::Impl {
 
   void note_disk_totals() {
     if (!disk) return;
+    std::unique_lock disk_lock(disk_mu);
     const PromptDiskCache::Stats d = disk->stats();
+    disk_lock.unlock();
     std::lock_guard lock(totals_mu);
     totals.disk_hits = d.hits, totals.disk_writes = d.writes, totals.disk_rejected = d.rejected;
     totals.disk_evicted = d.evicted, totals.disk_bytes = d.bytes;
   }
 
   void note_request_for_heat() {
+    std::lock_guard heat_lock(heat_mu);
     const auto now = Clock::now();
     if (++heat_unsaved_requests < kHeatSaveRequests && now - heat_saved_at < kHeatSaveInterval) return;
-    m->save_heat();
+    {
+      std::lock_guard model_lock(model_mu);  // the passes update the heat
+      m->save_heat();
+    }
     heat_unsaved_requests = 0;
     heat_saved_at = now;
   }
@@ -178,7 +230,10 @@ Outcome Engine::Impl::run(const GenerateRequest& request, const std::function<bo
   const bool chat = request.chat;
   const int64_t max_new = request.max_new;
   const auto t0 = Clock::now();
-  CausalModel& model = m->causal();
+  // Concurrent requests run on a scheduler client (passes stepped together);
+  // one at a time, on the model itself.
+  std::unique_ptr<StepScheduler::Client> client = scheduler ? scheduler->client(next_order++) : nullptr;
+  CausalModel& model = client ? static_cast<CausalModel&>(*client) : m->causal();
   Outcome out;
   const int64_t n = static_cast<int64_t>(prompt.size());
   out.prompt_tokens = n;
@@ -189,19 +244,37 @@ Outcome Engine::Impl::run(const GenerateRequest& request, const std::function<bo
          n + 1, " positions against a budget of ", session_budget, ")");
   // A drafter per request: its index and context are this request's.
   std::unique_ptr<Drafter> drafter = drafters.make(prompt, chat);
-  model.set_capture_layers(drafter ? drafter->capture_layers() : std::vector<int64_t>{});
+  if (client) {
+    // The capture layers are the model's, shared by every request: set when
+    // a drafter reads them, never cleared under another request that does.
+    if (drafter && !drafter->capture_layers().empty()) model.set_capture_layers(drafter->capture_layers());
+    if (drafter) drafter = locked_drafter(std::move(drafter), model_mu);
+  } else {
+    model.set_capture_layers(drafter ? drafter->capture_layers() : std::vector<int64_t>{});
+  }
   out.drafter = drafter ? drafter->name() : "none";
-  std::unique_ptr<ModelSession> session = reuse(prompt, out);
+  std::unique_ptr<ModelSession> session = reuse(prompt, request.cache_scope, out);
   session->plan_length(max_new >= context_limit - n ? context_limit : n + std::max<int64_t>(max_new, 0));
   const int64_t reused = out.cached_tokens;
-  prompt_tokens.store(n);
-  prefill_done.store(reused);
-  generated.store(0);
-  phase.store(1);
+  LiveProgress own_progress;
+  LiveProgress& live = request.progress ? *request.progress : own_progress;
+  live.prompt_tokens.store(n);
+  live.prefill_done.store(reused);
+  live.generated.store(0);
+  live.phase.store(1);
+  {
+    std::lock_guard lock(progress_mu);
+    running.push_back(&live);
+  }
   struct Idle {
-    std::atomic<int>& phase;
-    ~Idle() { phase.store(0); }
-  } idle_at_end{phase};
+    Impl& e;
+    LiveProgress& live;
+    ~Idle() {
+      live.phase.store(0);
+      std::lock_guard lock(e.progress_mu);
+      e.running.remove(&live);
+    }
+  } idle_at_end{*this, live};
 
   // Marks kept for reuse: the prompt minus its last token (a repeat of this
   // prompt restores there) and, on disk, the prompt's last whole block
@@ -214,15 +287,20 @@ Outcome Engine::Impl::run(const GenerateRequest& request, const std::function<bo
   // the RAM cache below.
   struct KeepOnDisk {
     PromptDiskCache* disk;
+    std::mutex& mu;
+    const std::string& scope;
     const std::vector<uint32_t>& tokens;
     const std::unique_ptr<ModelSession>& session;
     std::shared_ptr<SessionMark> mark;
     void now() {
-      if (disk && mark && session) disk->save(std::span(tokens).first(static_cast<size_t>(mark->length)), *mark, *session);
+      if (disk && mark && session) {
+        std::lock_guard lock(mu);
+        disk->save(std::span(tokens).first(static_cast<size_t>(mark->length)), *mark, *session, scope);
+      }
       mark.reset();
     }
     ~KeepOnDisk() { now(); }
-  } keep_on_disk{disk.get(), prompt, session, nullptr};
+  } keep_on_disk{disk.get(), disk_mu, request.cache_scope, prompt, session, nullptr};
   if (n > 1 && reused == n - 1) boundaries.push_back(model.mark(*session));
 
   GenerateParams p;
@@ -236,8 +314,8 @@ Outcome Engine::Impl::run(const GenerateRequest& request, const std::function<bo
   p.cancelled = [&] { return stopped_by_caller || (cancelled && cancelled()); };
   p.prefill_chunk = o.prefill_chunk;
   p.on_prefill_progress = [&](int64_t done) {
-    prefill_done.store(done);
-    if (const int ms = prefill_delay_ms.load(); ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    live.prefill_done.store(done);
+    if (const int ms = prefill_delay_ms.load(); ms > 0 && !client) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   };
   p.prompt_done = reused;
   // Without a RAM cache (`run`: one request) the n - 1 pause would only cost
@@ -252,7 +330,9 @@ Outcome Engine::Impl::run(const GenerateRequest& request, const std::function<bo
   };
 
   std::optional<RunStatsCollector> collector;
-  if (request.collect_stats) p.observer = &collector.emplace(*m);
+  // Per-step figures read the model's own counters and routes: a request's
+  // alone only when it runs alone.
+  if (request.collect_stats && !client) p.observer = &collector.emplace(*m);
 
   std::vector<uint32_t> history = prompt;  // the prompt and every token chosen; the session holds a prefix
   SpecParams sp;
@@ -261,9 +341,9 @@ Outcome Engine::Impl::run(const GenerateRequest& request, const std::function<bo
   SpecStats spec;
   const GenerateStats st = generate_speculative(model, *session, prompt, p, sp, &spec, [&](uint32_t id) {
     history.push_back(id);
-    if (phase.load() != 2) {  // the prefill is done: the request counts from here on
-      phase.store(2);
-      prefill_done.store(n);
+    if (live.phase.load() != 2) {  // the prefill is done: the request counts from here on
+      live.phase.store(2);
+      live.prefill_done.store(n);
       out.prefill_seconds = since(t0);
       std::lock_guard lock(totals_mu);
       totals.requests++;
@@ -275,7 +355,7 @@ Outcome Engine::Impl::run(const GenerateRequest& request, const std::function<bo
       return;
     }
     ++out.completion_tokens;
-    generated.store(out.completion_tokens);
+    live.generated.store(out.completion_tokens);
     if (const int ms = step_delay_ms.load(); ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     if (!on_token(id)) stopped_by_caller = true;
   });
@@ -304,11 +384,12 @@ Outcome Engine::Impl::run(const GenerateRequest& request, const std::function<bo
   keep_on_disk.now();
   const int64_t length = session->length();
   if (length > n) boundaries.push_back(model.mark(*session));
-  if (!boundaries.empty()) {
-    std::vector<uint32_t> consumed(history.begin(), history.begin() + length);
-    cache.put(std::move(consumed), std::move(session), std::move(boundaries));
-  }
   {
+    std::lock_guard cache_lock(cache_mu);
+    if (!boundaries.empty()) {
+      std::vector<uint32_t> consumed(history.begin(), history.begin() + length);
+      cache.put(std::move(consumed), std::move(session), std::move(boundaries), request.cache_scope);
+    }
     std::lock_guard lock(totals_mu);
     totals.cache_entries = cache.entries();
     totals.cache_bytes = cache.bytes();
@@ -385,16 +466,40 @@ Outcome Engine::generate(const GenerateRequest& request, const std::function<boo
 void Engine::set_test_hooks(const EngineTestHooks& hooks) {
   impl_->step_delay_ms.store(hooks.step_delay_ms);
   impl_->prefill_delay_ms.store(hooks.prefill_delay_ms);
+  if (impl_->scheduler) impl_->scheduler->set_prefill_step_delay_ms(hooks.prefill_delay_ms);
+}
+
+Engine::Progress Engine::Progress::of(const LiveProgress& live) {
+  Progress p;
+  const int ph = live.phase.load();
+  p.phase = ph == 1 ? "prefill" : ph == 2 ? "decode" : "idle";
+  p.prompt_tokens = live.prompt_tokens.load();
+  p.prefill_done = live.prefill_done.load();
+  p.generated = live.generated.load();
+  return p;
 }
 
 Engine::Progress Engine::progress() const {
-  Progress p;
-  const int ph = impl_->phase.load();
-  p.phase = ph == 1 ? "prefill" : ph == 2 ? "decode" : "idle";
-  p.prompt_tokens = impl_->prompt_tokens.load();
-  p.prefill_done = impl_->prefill_done.load();
-  p.generated = impl_->generated.load();
-  return p;
+  std::lock_guard lock(impl_->progress_mu);
+  return impl_->running.empty() ? Progress{} : Progress::of(*impl_->running.front());
+}
+
+std::vector<Engine::Progress> Engine::running() const {
+  std::lock_guard lock(impl_->progress_mu);
+  std::vector<Progress> all;
+  for (const LiveProgress* p : impl_->running) all.push_back(Progress::of(*p));
+  return all;
+}
+
+int Engine::parallel() const { return impl_->o.parallel; }
+
+Engine::StepTotals Engine::step_totals() const {
+  StepTotals t;
+  if (!impl_->scheduler) return t;
+  const StepScheduler::Stats s = impl_->scheduler->stats();
+  t.steps = s.steps, t.rows = s.rows, t.parts = s.parts, t.prefill_rows = s.prefill_rows;
+  t.decode_rows = s.decode_rows, t.max_parts = s.max_parts;
+  return t;
 }
 
 Engine::Totals Engine::totals() const {

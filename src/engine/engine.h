@@ -47,6 +47,11 @@ struct EngineSettings {
   DraftSpec draft;                            // the drafter for every request (model/loaders/drafter_factory.h)
   int draft_k = 0;                            // tokens drafted per step, 0 = the controller adapts
   int64_t prefill_group = 0;                  // positions per layer-major pass (0 = engine/prefill.h's default)
+  // Requests that may generate at once (`serve --parallel`). Above 1 their
+  // passes are stepped together (engine/step_scheduler.h), in steps of at
+  // most `step_rows` rows (0 = StepScheduler::kDefaultStepRows).
+  int parallel = 1;
+  int64_t step_rows = 0;
 };
 
 // Tests only (Engine::set_test_hooks): slow a generation down so that a test
@@ -55,7 +60,8 @@ struct EngineSettings {
 // DELTAFIN_SERVE_PREFILL_DELAY_MS for the tests that drive the binary.
 struct EngineTestHooks {
   int step_delay_ms = 0;     // sleep per token
-  int prefill_delay_ms = 0;  // sleep at each prefill progress report (each layer of each pass)
+  int prefill_delay_ms = 0;  // sleep at each prefill progress report (each layer of each pass);
+                             // with parallel > 1, after every step that runs prefill rows
 };
 
 // What ends a generation besides max_new, the context limit and the caller.
@@ -65,12 +71,23 @@ struct StopRule {
   bool ignore_end_token = false;
 };
 
+// A running request's progress, written by the engine as it goes and read
+// by anyone (the server's keep-alives, /health).
+struct LiveProgress {
+  std::atomic<int> phase{0};  // 0 waiting or idle, 1 prefill, 2 decode
+  std::atomic<int64_t> prompt_tokens{0}, prefill_done{0}, generated{0};
+};
+
 struct GenerateRequest {
   std::vector<uint32_t> prompt;  // non-empty, below context_limit()
   bool chat = false;             // a prompt rendered by chat(): ends at its end-of-turn token, drafted as a chat
   int64_t max_new = 0;           // the most tokens to generate
   StopRule stop;
   bool collect_stats = false;    // fill Outcome::stats (`run --stats`): per-step figures cost a little
+  LiveProgress* progress = nullptr;  // where the engine tells this request's progress (may be null)
+  // Prompt reuse happens only between requests of one scope (the server
+  // gives each API key its own: `serve --prompt-cache-scope`); "" is shared.
+  std::string cache_scope;
 };
 
 enum class Finish { Eos, Length, Stopped, Cancelled };
@@ -143,12 +160,22 @@ public:
   // Tests only: see EngineTestHooks. Safe while a generation runs.
   void set_test_hooks(const EngineTestHooks& hooks);
 
-  // What the running generation is doing, for /health.
+  // What a running generation is doing, for /health.
   struct Progress {
     std::string phase = "idle";  // "idle", "prefill", "decode"
     int64_t prompt_tokens = 0, prefill_done = 0, generated = 0;
+    static Progress of(const LiveProgress& p);
   };
+  // The oldest running generation's ("idle" when none runs).
   Progress progress() const;
+  // Every running generation's, oldest first.
+  std::vector<Progress> running() const;
+  int parallel() const;
+  // The concurrent steps so far (all zero with parallel 1).
+  struct StepTotals {
+    int64_t steps = 0, rows = 0, parts = 0, prefill_rows = 0, decode_rows = 0, max_parts = 0;
+  };
+  StepTotals step_totals() const;
 
   // Totals since start, for /health and the prompt-reuse tests.
   struct Totals {

@@ -20,11 +20,12 @@ uint64_t PromptCache::entry_bytes(const Entry& e) {
   return n;
 }
 
-PromptCache::Restored PromptCache::restore(const std::vector<uint32_t>& prompt) {
+PromptCache::Restored PromptCache::restore(const std::vector<uint32_t>& prompt, const std::string& scope) {
   if (prompt.size() < 2) return {};
   auto best = entries_.end();
   const SessionMark* best_mark = nullptr;
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (it->scope != scope) continue;
     const int64_t usable = static_cast<int64_t>(std::min(common_prefix(it->tokens, prompt), prompt.size() - 1));
     for (const auto& m : it->boundaries)
       if (m->length <= usable && m->length > 0 && (!best_mark || m->length > best_mark->length))
@@ -37,10 +38,10 @@ PromptCache::Restored PromptCache::restore(const std::vector<uint32_t>& prompt) 
 }
 
 void PromptCache::put(std::vector<uint32_t> tokens, std::unique_ptr<ModelSession> session,
-                      std::vector<std::shared_ptr<SessionMark>> boundaries) {
+                      std::vector<std::shared_ptr<SessionMark>> boundaries, const std::string& scope) {
   if (max_entries_ == 0) return;
   for (auto it = entries_.begin(); it != entries_.end();) {
-    if (it->tokens.size() <= tokens.size() && common_prefix(it->tokens, tokens) == it->tokens.size()) {
+    if (it->scope == scope && it->tokens.size() <= tokens.size() && common_prefix(it->tokens, tokens) == it->tokens.size()) {
       // Its marks are states after the same tokens, so they stay valid for
       // the new entry: keep them (a third request may branch there).
       for (auto& m : it->boundaries)
@@ -53,7 +54,7 @@ void PromptCache::put(std::vector<uint32_t> tokens, std::unique_ptr<ModelSession
     }
   }
   std::sort(boundaries.begin(), boundaries.end(), [](const auto& a, const auto& b) { return a->length < b->length; });
-  Entry e{std::move(tokens), std::move(session), std::move(boundaries), 0};
+  Entry e{scope, std::move(tokens), std::move(session), std::move(boundaries), 0};
   e.bytes = entry_bytes(e);
   if (e.bytes > max_bytes_) return;  // larger than the whole budget: not kept
   bytes_ += e.bytes;

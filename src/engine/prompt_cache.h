@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/common/causal_model.h"
@@ -37,20 +38,22 @@ public:
     std::unique_ptr<ModelSession> session;
     int64_t length = 0;
   };
-  Restored restore(const std::vector<uint32_t>& prompt);
+  // Only entries kept under the same `scope` are used (GenerateRequest::cache_scope).
+  Restored restore(const std::vector<uint32_t>& prompt, const std::string& scope = "");
 
   // Keeps `session` (which consumed `tokens`) with marks at `boundaries`
   // (each taken when the session had that length <= tokens.size()).
   // Entries whose tokens are a prefix of `tokens` are merged into it (their
   // marks carried over): the new one covers them.
   void put(std::vector<uint32_t> tokens, std::unique_ptr<ModelSession> session,
-           std::vector<std::shared_ptr<SessionMark>> boundaries);
+           std::vector<std::shared_ptr<SessionMark>> boundaries, const std::string& scope = "");
 
   size_t entries() const { return entries_.size(); }
   uint64_t bytes() const { return bytes_; }
 
 private:
   struct Entry {
+    std::string scope;
     std::vector<uint32_t> tokens;
     std::unique_ptr<ModelSession> session;
     std::vector<std::shared_ptr<SessionMark>> boundaries;  // ascending length

@@ -93,9 +93,13 @@ PromptDiskCache::PromptDiskCache(std::string dir, uint64_t budget_bytes, std::st
 
 int64_t PromptDiskCache::save_point(int64_t n) { return n > 0 ? (n - 1) / kBlock * kBlock : 0; }
 
-std::vector<std::string> PromptDiskCache::chain(std::span<const uint32_t> tokens, int64_t blocks) const {
+std::vector<std::string> PromptDiskCache::chain(std::span<const uint32_t> tokens, int64_t blocks,
+                                                const std::string& scope) const {
   std::vector<std::string> names;
-  const std::string seed = cat("deltafin prompt state v", kFormatVersion, "\n", fingerprint_);
+  // A scope goes into the chain's seed, so its names are its own; the shared
+  // scope keeps the names of the states written before scopes existed.
+  std::string seed = cat("deltafin prompt state v", kFormatVersion, "\n", fingerprint_);
+  if (!scope.empty()) seed += cat("\nscope ", scope);
   Sha256Digest h = sha256(seed.data(), seed.size());
   for (int64_t k = 0; k < blocks; ++k) {
     Sha256 s;
@@ -107,23 +111,24 @@ std::vector<std::string> PromptDiskCache::chain(std::span<const uint32_t> tokens
   return names;
 }
 
-std::string PromptDiskCache::path_for(std::span<const uint32_t> tokens, int64_t blocks) const {
-  return chain(tokens, blocks).back();
+std::string PromptDiskCache::path_for(std::span<const uint32_t> tokens, int64_t blocks, const std::string& scope) const {
+  return chain(tokens, blocks, scope).back();
 }
 
-int64_t PromptDiskCache::available(std::span<const uint32_t> prompt, int64_t more_than) const {
+int64_t PromptDiskCache::available(std::span<const uint32_t> prompt, int64_t more_than, const std::string& scope) const {
   const int64_t blocks = save_point(static_cast<int64_t>(prompt.size())) / kBlock;
   if (blocks == 0) return 0;
-  const std::vector<std::string> names = chain(prompt, blocks);
+  const std::vector<std::string> names = chain(prompt, blocks, scope);
   for (int64_t k = blocks; k >= 1 && k * kBlock > more_than; --k)
     if (file_exists(names[static_cast<size_t>(k - 1)])) return k * kBlock;
   return 0;
 }
 
-PromptDiskCache::Restored PromptDiskCache::restore(std::span<const uint32_t> prompt, int64_t more_than) {
+PromptDiskCache::Restored PromptDiskCache::restore(std::span<const uint32_t> prompt, int64_t more_than,
+                                                  const std::string& scope) {
   const int64_t blocks = save_point(static_cast<int64_t>(prompt.size())) / kBlock;
   if (blocks == 0) return {};
-  const std::vector<std::string> names = chain(prompt, blocks);
+  const std::vector<std::string> names = chain(prompt, blocks, scope);
   for (int64_t k = blocks; k >= 1 && k * kBlock > more_than; --k) {
     const std::string& path = names[static_cast<size_t>(k - 1)];
     if (!file_exists(path)) continue;
@@ -204,11 +209,12 @@ bool PromptDiskCache::load(const std::string& path, std::span<const uint32_t> pr
   }
 }
 
-void PromptDiskCache::save(std::span<const uint32_t> tokens, const SessionMark& at, const ModelSession& session) {
+void PromptDiskCache::save(std::span<const uint32_t> tokens, const SessionMark& at, const ModelSession& session,
+                           const std::string& scope) {
   const int64_t length = at.length;
   if (length <= 0 || length % kBlock != 0 || static_cast<int64_t>(tokens.size()) < length) return;
   try {
-    const std::string path = path_for(tokens, length / kBlock);
+    const std::string path = path_for(tokens, length / kBlock, scope);
     if (file_exists(path)) {
       mark_used(path);
       return;

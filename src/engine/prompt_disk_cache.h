@@ -58,7 +58,9 @@ public:
 
   // The longest kept length L with more_than < L < prompt.size() (at least
   // one token is always left to run); 0 when none. Looks at names only.
-  int64_t available(std::span<const uint32_t> prompt, int64_t more_than) const;
+  // `scope` (GenerateRequest::cache_scope) is part of every name: a state
+  // is found only by a request of the scope that kept it ("" = shared).
+  int64_t available(std::span<const uint32_t> prompt, int64_t more_than, const std::string& scope = "") const;
   // A new session holding the state after prompt[0, L) for the longest
   // valid kept L (as available()), trying shorter ones when a file proves
   // bad; no session and L = 0 when none is usable.
@@ -66,7 +68,7 @@ public:
     std::unique_ptr<ModelSession> session;
     int64_t length = 0;
   };
-  Restored restore(std::span<const uint32_t> prompt, int64_t more_than);
+  Restored restore(std::span<const uint32_t> prompt, int64_t more_than, const std::string& scope = "");
 
   // Where a prompt of n tokens is worth keeping: the largest whole-block
   // length below n (0 when the prompt is shorter than a block).
@@ -76,7 +78,8 @@ public:
   // may have grown since). Does nothing when that state is already kept (it
   // is marked used). Errors are warned about, not thrown: a cache that
   // cannot write costs only the reuse.
-  void save(std::span<const uint32_t> tokens, const SessionMark& at, const ModelSession& session);
+  void save(std::span<const uint32_t> tokens, const SessionMark& at, const ModelSession& session,
+            const std::string& scope = "");
 
   struct Stats {
     int64_t hits = 0, writes = 0, rejected = 0, evicted = 0;
@@ -86,8 +89,8 @@ public:
   const std::string& dir() const { return dir_; }
 
 private:
-  std::string path_for(std::span<const uint32_t> tokens, int64_t blocks) const;
-  std::vector<std::string> chain(std::span<const uint32_t> tokens, int64_t blocks) const;
+  std::string path_for(std::span<const uint32_t> tokens, int64_t blocks, const std::string& scope) const;
+  std::vector<std::string> chain(std::span<const uint32_t> tokens, int64_t blocks, const std::string& scope) const;
   bool load(const std::string& path, std::span<const uint32_t> prompt, int64_t length, ModelSession& session);
   void reject(const std::string& path, const std::string& why);
   void enforce_budget(const std::string& keep);

@@ -26,7 +26,7 @@ namespace {
 
 // Runs one admitted job, handing what it shows to `emit` as it comes. `gone`
 // says the client left or the server stops; either ends the job as Cancelled.
-JobResult run_job(Engine& engine, const Job& job, const std::function<bool(const api::OutputDelta&)>& emit,
+JobResult run_job(Engine& engine, Job& job, const std::function<bool(const api::OutputDelta&)>& emit,
                   const std::function<bool()>& gone) {
   JobResult r;
   api::TurnText text = job.prompt.chat ? api::TurnText(engine.chat()->output(job.prompt.thinking), job.request.stop,
@@ -48,6 +48,8 @@ JobResult run_job(Engine& engine, const Job& job, const std::function<bool(const
   request.prompt = job.prompt.tokens;
   request.chat = job.prompt.chat;
   request.max_new = job.prompt.max_new;
+  request.cache_scope = job.cache_scope;
+  request.progress = &job.progress;  // the engine writes it, the keep-alives read it
   r.outcome = engine.generate(
       request,
       [&](uint32_t id) {
@@ -86,7 +88,7 @@ void stream_job(Engine& engine, Job& job, AnswerWriter& writer, http::Exchange& 
   auto keep_alive = [&] {
     if (!early || write_failed) return;
     if (std::chrono::steady_clock::now() - last_write < std::chrono::milliseconds(keepalive_ms)) return;
-    const Engine::Progress p = turn ? engine.progress() : Engine::Progress{};
+    const Engine::Progress p = turn ? Engine::Progress::of(job.progress) : Engine::Progress{};
     write(writer.keep_alive(turn ? &p : nullptr));
   };
   if (early) begin();

@@ -30,6 +30,8 @@ struct Job {
   PreparedPrompt prompt;
   api::ResponseHead head;
   std::unique_ptr<Admission::Ticket> ticket;
+  std::string cache_scope;  // GenerateRequest::cache_scope
+  LiveProgress progress;    // what the engine tells of this job
 };
 
 struct JobResult {

@@ -12,6 +12,7 @@
 #include "server/api/openai_format.h"
 #include "server/openai_answer.h"
 #include "util/error.h"
+#include "util/sha256.h"
 
 namespace deltafin {
 
@@ -77,7 +78,10 @@ bool is_generation_route(const http::Request& r) {
 }  // namespace
 
 ApiServer::ApiServer(Engine& engine, ServerOptions options)
-    : engine_(engine), o_(std::move(options)), admission_(o_.queue) {
+    : engine_(engine), o_(std::move(options)),
+      admission_(o_.queue, static_cast<size_t>(engine.parallel()), engine.session_budget_bytes()) {
+  for (const std::string& k : o_.api_keys)
+    if (k.empty()) fail("--api-key: an empty key (a key must have at least one character)");
   limits_.model_ids = {o_.model_name};
   limits_.max_tokens_ceiling = engine_.max_tokens_ceiling();
   limits_.vocab_size = static_cast<uint32_t>(engine_.vocab());
@@ -91,7 +95,7 @@ ApiServer::ApiServer(Engine& engine, ServerOptions options)
   // All connections together may hold a few full-size bodies at once, and
   // never less than 64 MiB.
   lo.max_buffered_bytes = std::max<uint64_t>(64ull << 20, 4 * o_.max_request_bytes);
-  lo.slow_threads = o_.http_threads > 0 ? o_.http_threads : o_.queue + 4;
+  lo.slow_threads = o_.http_threads > 0 ? o_.http_threads : o_.queue + admission_.parallel() + 4;
   lo.log = o_.log_requests;
   loop_ = std::make_unique<http::ConnectionLoop>(
       lo, [this](http::Exchange& ex) { handle(ex); }, is_generation_route,
@@ -121,22 +125,44 @@ void ApiServer::send_error(http::Exchange& ex, const ApiError& e, const http::He
 
 double ApiServer::retry_after_seconds() const {
   const auto c = admission_.counts();
-  return std::max(1.0, std::ceil(seconds_per_request_.load() * static_cast<double>(c.waiting + 1)));
+  const double rounds = std::ceil(static_cast<double>(c.waiting + 1) / static_cast<double>(admission_.parallel()));
+  return std::max(1.0, std::ceil(seconds_per_request_.load() * rounds));
 }
 
 // The key comes as OpenAI's clients send it ("Authorization: Bearer KEY")
 // or as Anthropic's do ("x-api-key: KEY"), on every route.
-void ApiServer::check_auth(const http::Request& req) const {
-  if (o_.api_key.empty()) return;
+// The key the request carries, if it is one of ours (-1: none matches).
+int ApiServer::key_index(const http::Request& req) const {
   const std::optional<std::string> bearer = req.header("Authorization");
   const std::optional<std::string> x_key = req.header("x-api-key");
-  if (bearer && constant_time_equal(*bearer, "Bearer " + o_.api_key)) return;
-  if (x_key && constant_time_equal(*x_key, o_.api_key)) return;
+  for (size_t i = 0; i < o_.api_keys.size(); ++i) {
+    if (bearer && constant_time_equal(*bearer, "Bearer " + o_.api_keys[i])) return static_cast<int>(i);
+    if (x_key && constant_time_equal(*x_key, o_.api_keys[i])) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void ApiServer::check_auth(const http::Request& req) const {
+  if (o_.api_keys.empty() || key_index(req) >= 0) return;
+  const std::optional<std::string> bearer = req.header("Authorization");
+  const std::optional<std::string> x_key = req.header("x-api-key");
   throw ApiError(401,
                  !bearer && !x_key ? "No API key: send the header 'Authorization: Bearer <key>' or 'x-api-key: <key>'"
                  : x_key           ? "Incorrect API key in the x-api-key header"
                                    : "Incorrect API key in the Authorization header",
                  "", "invalid_api_key", "authentication_error");
+}
+
+// Prompt reuse is scoped per key (--prompt-cache-scope key): a reused
+// prefix shows in cached_tokens and in the time to the first token, so a
+// client could otherwise learn what another key's clients sent. The scope
+// is a hash of the key, so neither RAM nor the state files' names hold it.
+std::string ApiServer::cache_scope(const http::Request& req) const {
+  if (o_.prompt_cache_scope == PromptCacheScope::Global || o_.api_keys.empty()) return "";
+  const int i = key_index(req);
+  if (i < 0) return "";
+  const std::string& key = o_.api_keys[static_cast<size_t>(i)];
+  return "key " + to_hex(sha256(key.data(), key.size()));
 }
 
 // Every request ends here: whatever a route throws becomes an OpenAI error,
@@ -190,29 +216,43 @@ void ApiServer::route(http::Exchange& ex) {
                  "unknown_endpoint", "not_found_error");
 }
 
+namespace {
+
+json progress_json(const Engine::Progress& p, const Engine& engine) {
+  json j = {{"phase", p.phase}};
+  if (p.phase == "idle") return j;
+  j["prompt_tokens"] = p.prompt_tokens;
+  j["prefill_done"] = p.prefill_done;
+  j["generated_tokens"] = p.generated;
+  j["session_bytes"] = engine.session_bytes(p.prefill_done + p.generated, 0);  // what the session holds now
+  return j;
+}
+
+}  // namespace
+
 void ApiServer::handle_health(http::Exchange& ex) {
   const auto c = admission_.counts();
   const auto t = engine_.totals();
-  const Engine::Progress p = engine_.progress();
   const auto s = loop_->stats();
-  json current = {{"phase", p.phase}};
-  if (p.phase != "idle") {
-    current["prompt_tokens"] = p.prompt_tokens;
-    current["prefill_done"] = p.prefill_done;
-    current["generated_tokens"] = p.generated;
-    const int64_t positions = p.prefill_done + p.generated;
-    current["session_bytes"] = engine_.session_bytes(positions, 0);  // what the session holds now
-  }
+  json running = json::array();
+  for (const Engine::Progress& p : engine_.running()) running.push_back(progress_json(p, engine_));
+  const Engine::StepTotals st = engine_.step_totals();
   json j = {{"status", stopping_.load() ? "stopping" : "ok"},
             {"model", o_.model_name},
             {"context_limit", engine_.context_limit()},
             {"session_budget_bytes", engine_.session_budget_bytes()},
             {"session_bytes_per_position", engine_.session_bytes_per_position()},
-            {"current", current},
+            {"sessions_admitted_bytes", c.active_bytes},
+            {"current", progress_json(engine_.progress(), engine_)},
+            {"running", running},
+            {"parallel", admission_.parallel()},
             {"generating", c.active},
             {"waiting", c.waiting},
             {"queue_limit", o_.queue},
             {"refused", c.refused},
+            {"steps", {{"steps", st.steps}, {"rows", st.rows}, {"parts", st.parts}, {"prefill_rows", st.prefill_rows},
+                       {"decode_rows", st.decode_rows}, {"max_parts", st.max_parts}}},
+            {"prompt_cache_scope", o_.prompt_cache_scope == PromptCacheScope::Key ? "key" : "global"},
             {"requests", t.requests},
             {"prefill_positions", t.prefill_positions},
             {"reused_positions", t.reused_positions},
@@ -273,14 +313,18 @@ int64_t ApiServer::token_count(const api::GenerationRequest& r) const {
 
 void ApiServer::run_admitted(std::unique_ptr<Job> job, const std::string& id_prefix, AnswerWriter& writer,
                              http::Exchange& ex) {
-  job->ticket = admission_.try_enter();
+  // The session memory the request may hold: its prompt and every token it may make.
+  const auto n = static_cast<int64_t>(job->prompt.tokens.size());
+  const int64_t positions = std::min(engine_.context_limit(), n + std::max<int64_t>(job->prompt.max_new, 0));
+  job->ticket = admission_.try_enter(engine_.session_bytes(positions, n));
   if (!job->ticket)
     return send_error(ex,
                       ApiError(429,
-                               "The server is busy: one request is generating and " + std::to_string(o_.queue) +
-                                   " are waiting (--queue); retry later",
+                               cat("The server is busy: ", admission_.parallel(), " request(s) generating (--parallel) and ",
+                                   o_.queue, " waiting (--queue); retry later"),
                                "", "queue_full", "rate_limit_error"),
                       {{"Retry-After", std::to_string(static_cast<int64_t>(retry_after_seconds()))}});
+  job->cache_scope = cache_scope(ex.request());
   const std::string sep = id_prefix.back() == '_' ? "_" : "-";
   job->head.id = id_prefix + std::to_string(started_) + sep + std::to_string(next_id_++);
   job->head.created = unix_now();

@@ -8,8 +8,10 @@
 //   POST /v1/messages            Anthropic's Messages API, JSON or its events (stream: true)
 //   POST /v1/messages/count_tokens
 //
-// One generation runs at a time; up to `queue` more wait in arrival order and
-// the rest get 429 with Retry-After. A client that goes away, while waiting or
+// Up to `parallel` generations run at once (Engine's --parallel: stepped
+// together, each giving the bits it gives alone), within the session memory
+// budget; up to `queue` more wait in arrival order and the rest get 429 with
+// Retry-After. A client that goes away, while waiting or
 // while its prompt is prefilled or its tokens are made, is noticed (socket
 // poll, failed writes) and its work stops within about a second. Every error
 // is OpenAI-shaped: {"error": {"message", "type", "param", "code"}}, or on
@@ -24,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "server/admission.h"
 #include "server/generation_job.h"
@@ -34,14 +37,18 @@
 
 namespace deltafin {
 
+// Whose prompts a request may reuse (see ApiServer::cache_scope).
+enum class PromptCacheScope { Key, Global };
+
 struct ServerOptions {
   std::string host = "127.0.0.1";  // loopback unless told otherwise
   int port = 8000;                 // 0 = any free port (bind() says which)
-  std::string api_key;             // "" = no authentication
+  std::vector<std::string> api_keys;  // any of them is accepted; none = no authentication
+  PromptCacheScope prompt_cache_scope = PromptCacheScope::Key;  // with keys: reuse only within a key's requests
   size_t queue = 8;                // requests that may wait behind the running one
   uint64_t max_request_bytes = 8ull << 20;
   std::string model_name;          // the id clients send as "model"
-  size_t http_threads = 0;         // generation workers; 0 = queue + 4 (each waiting client holds one)
+  size_t http_threads = 0;         // generation workers; 0 = queue + parallel + 4 (each client holds one)
   size_t max_connections = 256;    // open connections at once (more get 503)
   int64_t header_timeout_ms = 10'000;  // the whole header block, from its first byte
   int64_t body_timeout_ms = 60'000;    // the whole body, from the end of the head
@@ -83,6 +90,8 @@ private:
   // Admits the job (429 when the queue is full), names it and answers it.
   void run_admitted(std::unique_ptr<Job> job, const std::string& id_prefix, AnswerWriter& writer, http::Exchange& ex);
   void check_auth(const http::Request& req) const;
+  int key_index(const http::Request& req) const;
+  std::string cache_scope(const http::Request& req) const;
   void send_json(http::Exchange& ex, int status, const nlohmann::json& body, const http::Headers& extra = {}) const;
   void send_error(http::Exchange& ex, const api::ApiError& e, const http::Headers& extra = {}) const;
   double retry_after_seconds() const;

@@ -315,7 +315,7 @@ bool is_anthropic_error(const HttpResponse& r, const std::string& type) {
 
 TEST(AnthropicHttp, ErrorsAreAnthropicShapedAndEitherKeyHeaderWorks) {
   ServerOptions o;
-  o.api_key = "sekret";
+  o.api_keys = {"sekret"};
   TestServer s({}, o);
   const std::string good = messages_body(kHi, 2).dump();
   const std::vector<std::pair<std::string, std::string>> x_key = {{"x-api-key", "sekret"}, {"anthropic-version", "2023-06-01"}};

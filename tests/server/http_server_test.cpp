@@ -213,7 +213,7 @@ TEST(HttpProtocol, GetOnAPostRouteIs405) {
 
 TEST(HttpProtocol, ApiKey) {
   ServerOptions o;
-  o.api_key = "sekrit-key";
+  o.api_keys = {"sekrit-key"};
   TestServer s({}, o);
   const std::string body = completion_body(kPrompt, 2);
   expect_error_shape(post(s.port(), "/v1/completions", body), 401, "invalid_api_key");

@@ -102,6 +102,13 @@ const Session& session_as(const ModelSession& session, const char* family) {
   return *s;
 }
 
+// One session's rows in a batched pass (CausalModel::forward_batch).
+struct BatchPart {
+  ModelSession* session = nullptr;
+  std::span<const uint32_t> tokens;  // non-empty
+  bool all_logits = false;           // logits of every row, else of the last
+};
+
 class CausalModel {
 public:
   virtual ~CausalModel() = default;
@@ -112,6 +119,17 @@ public:
   // logits [T, V] when all_logits, else [1, V] for the last position.
   virtual Rows forward(ModelSession& session, std::span<const uint32_t> tokens, bool all_logits,
                        const PassShape& shape = {}) = 0;
+
+  // Several sessions' rows as one pass (concurrent requests, engine/step_scheduler.h): each
+  // part's logits equal forward(*part.session, part.tokens, part.all_logits) alone, bit for bit,
+  // and each session advances as that call would advance it (every row attends only to its own
+  // session). The parts' sessions are distinct. Families that batch stack the rows for every
+  // product (the routed experts are then applied once to the union of the parts' routes: a
+  // streamed expert is read once per pass for all parts); the default runs the parts one
+  // after another. captured() then holds every part's rows stacked in part order. A cancelled
+  // pass (shape.cancelled) returns an empty vector and leaves the sessions part-way (the
+  // caller rewinds each to a mark taken before).
+  virtual std::vector<Rows> forward_batch(std::span<const BatchPart> parts, const PassShape& shape = {});
 
   // A rewind point at the session's current length; rewind() returns the
   // session to exactly that state. Only rewinding backwards is allowed, and

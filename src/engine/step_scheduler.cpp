@@ -1,0 +1,281 @@
+#include "engine/step_scheduler.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "util/error.h"
+
+namespace deltafin {
+
+namespace {
+
+// A pass of at most this many rows is a decode pass (a token, a short
+// verification, a prompt's last row after reuse): it joins a step whole.
+constexpr size_t kDecodeRows = 16;
+
+// How often a waiting request asks its own `cancelled` and reports progress.
+constexpr std::chrono::milliseconds kClientPoll{20};
+
+}  // namespace
+
+// One forward() or forward_verify() call of a request, run in one or more
+// steps. Fields below `mu_` are the scheduler's; `cancel` and `progress`
+// cross between the request's thread and the scheduler's.
+struct StepScheduler::Work {
+  Client* client = nullptr;
+  ModelSession* session = nullptr;
+  std::span<const uint32_t> tokens;
+  bool all_logits = false, verify = false;
+  size_t slice_rows = 0;  // the caller's PassShape::slice_rows
+  std::atomic<bool> cancel{false};
+  std::atomic<size_t> progress{0};
+  // The scheduler's, under mu_ (or while the work is in a running step).
+  size_t done = 0;
+  Rows logits, captured;
+  bool finished = false, cancelled = false;
+  std::exception_ptr error;
+
+  size_t left() const { return tokens.size() - done; }
+  bool decode() const { return verify || tokens.size() <= kDecodeRows; }
+};
+
+StepScheduler::StepScheduler(CausalModel& model, std::mutex& model_mu, int64_t step_rows)
+    : model_(model), model_mu_(model_mu), step_rows_(step_rows > 0 ? step_rows : kDefaultStepRows) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+StepScheduler::~StepScheduler() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  thread_.join();
+}
+
+std::unique_ptr<StepScheduler::Client> StepScheduler::client(uint64_t order) {
+  return std::make_unique<Client>(*this, order);
+}
+
+StepScheduler::Stats StepScheduler::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void StepScheduler::set_prefill_step_delay_ms(int ms) { prefill_step_delay_ms_.store(ms); }
+
+// Hands `w` in and waits for it, asking the request's own `cancelled` and
+// telling its progress from this (the request's) thread, so the scheduler
+// never runs a client's callbacks (a slow socket would stall every request).
+Rows StepScheduler::submit(Work& w, const PassShape& shape) {
+  {
+    std::lock_guard lock(mu_);
+    pending_.push_back(&w);
+  }
+  work_cv_.notify_all();
+  const auto layers = static_cast<size_t>(std::max<int64_t>(model_.summary().layers, 1));
+  size_t told = 0;
+  std::unique_lock lock(mu_);
+  while (!w.finished) {
+    done_cv_.wait_for(lock, kClientPoll);
+    if (w.finished) break;
+    lock.unlock();
+    if (shape.cancelled && shape.cancelled()) w.cancel.store(true);
+    const size_t p = w.progress.load();
+    if (shape.on_layer && p != told) {
+      told = p;
+      shape.on_layer(static_cast<int64_t>(layers * p / w.tokens.size()));
+    }
+    lock.lock();
+  }
+  if (w.error) std::rethrow_exception(w.error);
+  if (w.cancelled) return Rows();
+  return std::move(w.logits);
+}
+
+bool StepScheduler::gather(std::unique_lock<std::mutex>& lock) {
+  work_cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+  if (pending_.empty()) return false;  // stopping, nothing left
+  // Let the last step's requests hand in their next rows, so that decoding
+  // requests stay in one batch; a slow one joins a later step.
+  work_cv_.wait_for(lock, kGatherWait, [&] { return stop_ || pending_.size() >= last_step_parts_; });
+  return true;
+}
+
+// Rows each prefill gets this step: the budget shared equally, what one does
+// not need going to the others, older first; at least one row each.
+namespace {
+std::vector<size_t> share_prefill_rows(const std::vector<size_t>& left, size_t budget) {
+  std::vector<size_t> give(left.size(), 0);
+  size_t rest = budget;
+  for (;;) {
+    size_t open = 0;
+    for (size_t i = 0; i < left.size(); ++i) open += give[i] < left[i];
+    if (open == 0 || rest == 0) break;
+    const size_t share = std::max<size_t>(rest / open, 1);
+    for (size_t i = 0; i < left.size() && rest > 0; ++i) {
+      const size_t g = std::min({share, left[i] - give[i], rest});
+      give[i] += g, rest -= g;
+    }
+  }
+  for (size_t i = 0; i < left.size(); ++i) give[i] = std::max<size_t>(give[i], std::min<size_t>(left[i], 1));
+  return give;
+}
+}  // namespace
+
+void StepScheduler::loop() {
+  std::unique_lock lock(mu_);
+  while (gather(lock)) {
+    // Cancelled requests leave first (between steps: nothing of theirs runs).
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      Work* w = *it;
+      if (!w->cancel.load()) {
+        ++it;
+        continue;
+      }
+      w->cancelled = w->finished = true;
+      it = pending_.erase(it);
+    }
+    done_cv_.notify_all();
+    std::vector<Work*> step, prefills;
+    std::vector<size_t> rows;
+    size_t decode_rows = 0;
+    for (Work* w : pending_) {
+      if (!w->decode()) {
+        prefills.push_back(w);
+        continue;
+      }
+      step.push_back(w);
+      rows.push_back(w->left());
+      decode_rows += w->left();
+    }
+    std::stable_sort(prefills.begin(), prefills.end(),
+                     [](const Work* a, const Work* b) { return a->client->order_ < b->client->order_; });
+    std::vector<size_t> left;
+    for (const Work* w : prefills) left.push_back(w->left());
+    const size_t budget = static_cast<size_t>(step_rows_) > decode_rows ? static_cast<size_t>(step_rows_) - decode_rows : 0;
+    const std::vector<size_t> give = share_prefill_rows(left, budget);
+    for (size_t i = 0; i < prefills.size(); ++i) step.push_back(prefills[i]), rows.push_back(give[i]);
+    pending_.clear();
+    if (step.empty()) continue;
+    lock.unlock();
+    run_step(step, rows);
+    lock.lock();
+    last_step_parts_ = 0;
+    for (Work* w : step) {
+      w->finished = w->error || w->done == w->tokens.size();
+      if (w->finished) ++last_step_parts_;  // its request will likely hand in its next rows
+      else pending_.push_back(w);           // a prefill with slices still to run
+    }
+    last_step_parts_ += pending_.size();
+    done_cv_.notify_all();
+  }
+}
+
+// Runs one step: verifications as their own passes, then every other part
+// as one batched pass. An error fails every request of the step (the pass
+// they shared did not complete).
+void StepScheduler::run_step(std::vector<Work*>& step, std::vector<size_t>& rows) {
+  std::lock_guard model_lock(model_mu_);
+  std::vector<BatchPart> parts;
+  std::vector<Work*> batched;
+  size_t slice = 0, total = 0, prefill_rows = 0, decode_rows = 0;
+  try {
+    for (size_t i = 0; i < step.size(); ++i) {
+      Work* w = step[i];
+      (w->decode() ? decode_rows : prefill_rows) += rows[i];
+      if (w->verify) {
+        w->logits = model_.forward_verify(*w->session, w->tokens);
+        w->captured = model_.captured();
+        w->done = w->tokens.size();
+        continue;
+      }
+      BatchPart p;
+      p.session = w->session;
+      p.tokens = w->tokens.subspan(w->done, rows[i]);
+      p.all_logits = w->all_logits;
+      parts.push_back(p);
+      batched.push_back(w);
+      total += rows[i];
+      if (w->slice_rows > 0) slice = slice == 0 ? w->slice_rows : std::min(slice, w->slice_rows);
+    }
+    if (!parts.empty()) {
+      PassShape shape;
+      shape.slice_rows = slice;
+      std::vector<Rows> out = model_.forward_batch(parts, shape);
+      if (out.size() != parts.size()) fail("step scheduler: a batched pass of ", parts.size(), " parts returned ", out.size());
+      const Rows& cap = model_.captured();
+      size_t row0 = 0;
+      for (size_t i = 0; i < batched.size(); ++i) {
+        Work* w = batched[i];
+        const size_t n = parts[i].tokens.size();
+        if (cap.T == total) {  // this part's captured rows, appended to the call's
+          w->captured.T += n, w->captured.n = cap.n;
+          w->captured.v.insert(w->captured.v.end(), cap.row(row0), cap.row(row0) + n * cap.n);
+        }
+        row0 += n;
+        if (w->all_logits) {
+          w->logits.T += out[i].T, w->logits.n = out[i].n;
+          w->logits.v.insert(w->logits.v.end(), out[i].v.begin(), out[i].v.end());
+        } else {
+          w->logits = std::move(out[i]);
+        }
+        w->done += n;
+      }
+    }
+  } catch (...) {
+    const std::exception_ptr e = std::current_exception();
+    for (Work* w : step) w->error = e;
+    return;
+  }
+  for (Work* w : step) w->progress.store(w->done);
+  {
+    std::lock_guard lock(mu_);
+    stats_.steps++;
+    stats_.rows += static_cast<int64_t>(prefill_rows + decode_rows);
+    stats_.parts += static_cast<int64_t>(step.size());
+    stats_.max_parts = std::max<int64_t>(stats_.max_parts, static_cast<int64_t>(step.size()));
+    stats_.prefill_rows += static_cast<int64_t>(prefill_rows);
+    stats_.decode_rows += static_cast<int64_t>(decode_rows);
+  }
+  if (const int ms = prefill_step_delay_ms_.load(); ms > 0 && prefill_rows > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+Rows StepScheduler::Client::forward(ModelSession& session, std::span<const uint32_t> tokens, bool all_logits,
+                                    const PassShape& shape) {
+  if (tokens.empty()) fail("forward: no tokens");
+  Work w;
+  w.client = this;
+  w.session = &session;
+  w.tokens = tokens;
+  w.all_logits = all_logits;
+  w.slice_rows = shape.slice_rows;
+  Rows out = s_.submit(w, shape);
+  captured_ = std::move(w.captured);
+  return out;
+}
+
+Rows StepScheduler::Client::forward_verify(ModelSession& session, std::span<const uint32_t> tokens) {
+  if (tokens.empty()) fail("forward_verify: no tokens");
+  Work w;
+  w.client = this;
+  w.session = &session;
+  w.tokens = tokens;
+  w.all_logits = w.verify = true;
+  Rows out = s_.submit(w, PassShape{});
+  captured_ = std::move(w.captured);
+  return out;
+}
+
+void StepScheduler::Client::keep_verified(ModelSession& session, size_t rows) {
+  std::lock_guard lock(s_.model_mu_);
+  s_.model_.keep_verified(session, rows);
+}
+
+void StepScheduler::Client::set_capture_layers(std::vector<int64_t> layers) {
+  std::lock_guard lock(s_.model_mu_);
+  s_.model_.set_capture_layers(std::move(layers));
+}
+
+}  // namespace deltafin

@@ -1,0 +1,139 @@
+// Several requests on one model (`serve --parallel N`): every running
+// request's forward passes go through one StepScheduler, which runs them
+// together, a step at a time, as one batched pass over all their rows
+// (CausalModel::forward_batch: each row attends only to its own session, the
+// routed experts are applied once to the union of the rows' routes, so a
+// streamed expert is read once per step for every request).
+//
+// A request keeps its own sequential code (prefill, the generation loop,
+// speculation, prompt reuse: engine/speculative_generate.h) and runs it on a
+// StepScheduler::Client, a CausalModel whose forward() and forward_verify()
+// hand the rows to the scheduler and wait for them. Because every family's
+// pass is batch invariant (a T-row pass equals T one-row passes, whatever
+// rows stand beside them: design.md §5), a request's tokens and logits are
+// exactly those of running it alone, whatever else runs, when, in which
+// order, and however its prompt is cut into slices.
+//
+// The step policy, in order:
+//   1. Decoding first: every waiting decode pass (a token, or a verification
+//      of drafted tokens) joins the step whole.
+//   2. Prefill in slices: the step's row budget (`step_rows`) left after the
+//      decode rows is shared equally between the prompts being prefilled;
+//      what one does not need goes to the others, oldest request first, and
+//      every prefill gets at least one row. A 600k-token prompt so advances a
+//      slice per step while short chats beside it decode every step and
+//      finish their own prefill in a step or two.
+//   3. A verification (speculation) is its own pass in the step (its session
+//      keeps what keep_verified needs), run before the batched pass.
+// After a step, the scheduler waits briefly (kGatherWait) for the requests
+// of the last step to hand in their next rows, so that decoding requests
+// stay in one batch; a request that is slower (its client's socket) joins a
+// later step. Cancellation is asked between steps: a cancelled prefill
+// stops at a slice boundary, and its request rewinds to its mark.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "model/common/causal_model.h"
+
+namespace deltafin {
+
+class StepScheduler {
+public:
+  static constexpr std::chrono::microseconds kGatherWait{2'000};
+  static constexpr int64_t kDefaultStepRows = 256;
+
+  // Runs `model`'s passes on its own thread. `model_mu` is held for every
+  // pass and for the model calls a Client makes outside the scheduler
+  // (keep_verified, capture layers; the drafters take it too): the model's
+  // scratch and the backend are not reentrant.
+  StepScheduler(CausalModel& model, std::mutex& model_mu, int64_t step_rows);
+  ~StepScheduler();
+  StepScheduler(const StepScheduler&) = delete;
+  StepScheduler& operator=(const StepScheduler&) = delete;
+
+  class Client;
+  // A request's view of the model; `order` ranks it among prefills (older
+  // first). The client must not outlive the scheduler.
+  std::unique_ptr<Client> client(uint64_t order);
+
+  // What the steps were, for /health and the bench.
+  struct Stats {
+    int64_t steps = 0, rows = 0, parts = 0;       // batched passes, their rows and parts
+    int64_t prefill_rows = 0, decode_rows = 0;
+    int64_t max_parts = 0;                        // the most parts one step held
+  };
+  Stats stats() const;
+  // Tests only: sleep this long after every step that ran prefill rows, so
+  // that a test can watch a long prefill while short requests go on.
+  void set_prefill_step_delay_ms(int ms);
+
+private:
+  struct Work;
+  void loop();
+  // Waits for work; false when stopping with none left.
+  bool gather(std::unique_lock<std::mutex>& lock);
+  void run_step(std::vector<Work*>& step, std::vector<size_t>& rows);
+  Rows submit(Work& w, const PassShape& shape);
+
+  CausalModel& model_;
+  std::mutex& model_mu_;
+  const int64_t step_rows_;
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  std::deque<Work*> pending_;
+  size_t last_step_parts_ = 0;  // how many passes the last step ran (the gather waits for as many)
+  bool stop_ = false;
+  Stats stats_;
+  std::atomic<int> prefill_step_delay_ms_{0};
+  std::thread thread_;
+};
+
+// A CausalModel for one request: passes go through the scheduler, the
+// session-only calls go straight to the model (they touch only the
+// request's own session), the rest under the model's lock.
+class StepScheduler::Client final : public CausalModel {
+public:
+  Client(StepScheduler& s, uint64_t order) : s_(s), order_(order) {}
+  const ModelSummary& summary() const override { return s_.model_.summary(); }
+  std::unique_ptr<ModelSession> new_session() const override { return s_.model_.new_session(); }
+  Rows forward(ModelSession& session, std::span<const uint32_t> tokens, bool all_logits,
+               const PassShape& shape = {}) override;
+  std::shared_ptr<SessionMark> mark(const ModelSession& session) const override { return s_.model_.mark(session); }
+  void rewind(ModelSession& session, const SessionMark& mark) const override { s_.model_.rewind(session, mark); }
+  std::unique_ptr<ModelSession> copy_at(const ModelSession& session, const SessionMark& at) const override {
+    return s_.model_.copy_at(session, at);
+  }
+  uint64_t state_values(int64_t length) const override { return s_.model_.state_values(length); }
+  void for_each_state_part(const ModelSession& session, const SessionMark& at, const StatePartFn& part) const override {
+    s_.model_.for_each_state_part(session, at, part);
+  }
+  void read_state(ModelSession& fresh, int64_t length, const StateReadFn& read) const override {
+    s_.model_.read_state(fresh, length, read);
+  }
+  Rows forward_verify(ModelSession& session, std::span<const uint32_t> tokens) override;
+  void keep_verified(ModelSession& session, size_t rows) override;
+  // The routes are the whole step's, not this request's: statistics of a
+  // concurrent request do not have them.
+  const std::vector<std::vector<Route>>& last_routes() const override { return no_routes_; }
+  void set_capture_layers(std::vector<int64_t> layers) override;
+  const Rows& captured() const override { return captured_; }
+
+private:
+  friend class StepScheduler;
+  StepScheduler& s_;
+  const uint64_t order_;
+  Rows captured_;  // this request's rows of its last pass
+  const std::vector<std::vector<Route>> no_routes_;
+};
+
+}  // namespace deltafin
