@@ -358,7 +358,7 @@ Outcome Engine::Impl::run(const GenerateRequest& request, const std::function<bo
     live.generated.store(out.completion_tokens);
     if (const int ms = step_delay_ms.load(); ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     if (!on_token(id)) stopped_by_caller = true;
-  });
+  }, request.on_logits);
   switch (st.reason) {
     case StopReason::Eos: out.finish = Finish::Eos; break;
     case StopReason::MaxNew:

@@ -85,6 +85,8 @@ struct GenerateRequest {
   StopRule stop;
   bool collect_stats = false;    // fill Outcome::stats (`run --stats`): per-step figures cost a little
   LiveProgress* progress = nullptr;  // where the engine tells this request's progress (may be null)
+  // Each chosen token's logits, before on_token (tests compare them bit for bit; may be empty).
+  std::function<void(const float* logits, size_t n)> on_logits;
   // Prompt reuse happens only between requests of one scope (the server
   // gives each API key its own: `serve --prompt-cache-scope`); "" is shared.
   std::string cache_scope;

@@ -62,6 +62,11 @@ StepScheduler::Stats StepScheduler::stats() const {
   return stats_;
 }
 
+size_t StepScheduler::waiting() const {
+  std::lock_guard lock(mu_);
+  return pending_.size();
+}
+
 void StepScheduler::set_prefill_step_delay_ms(int ms) { prefill_step_delay_ms_.store(ms); }
 
 // Hands `w` in and waits for it, asking the request's own `cancelled` and

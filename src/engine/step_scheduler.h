@@ -73,6 +73,8 @@ public:
     int64_t max_parts = 0;                        // the most parts one step held
   };
   Stats stats() const;
+  // Passes handed in and not yet run or finished (a prefill between its slices counts).
+  size_t waiting() const;
   // Tests only: sleep this long after every step that ran prefill rows, so
   // that a test can watch a long prefill while short requests go on.
   void set_prefill_step_delay_ms(int ms);

@@ -754,8 +754,10 @@ TEST(HostileCancel, AClientThatLeavesDuringALongPrefillStopsIt) {
 TEST(HostileCancel, SigtermDuringALongPrefillStopsGracefully) {
   // The running request stops inside its prefill: no token of it reaches
   // the client. (How soon the process exits is a figure, bench/results, not
-  // a bound; 30 s only bounds a hang.)
-  ServeProcess s({"--model", model_dir(), "--served-model-name", "tiny", "--threads", "1", "--prompt-cache-slots", "0"});
+  // a bound; 30 s only bounds a hang.) One generation at a time, so that one
+  // more waits in line.
+  ServeProcess s({"--model", model_dir(), "--served-model-name", "tiny", "--threads", "1", "--prompt-cache-slots", "0",
+                  "--parallel", "1"});
   ASSERT_TRUE(s.error().empty()) << s.error() << s.output();
   HttpConnection running(s.port());
   ASSERT_TRUE(running.send(post_text("/v1/completions", long_prompt_body(true))));
