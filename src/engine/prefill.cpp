@@ -28,6 +28,7 @@ Rows prefill(CausalModel& model, ModelSession& session, std::span<const uint32_t
   if (progress) {
     const auto layers = static_cast<size_t>(model.summary().layers);
     shape.on_layer = [&, layers](int64_t layer) { progress(static_cast<int64_t>(at + len * static_cast<size_t>(layer) / layers)); };
+    shape.on_rows = [&](size_t rows) { progress(static_cast<int64_t>(at + rows)); };
   }
   Rows logits;
   for (; at < n; at += step) {

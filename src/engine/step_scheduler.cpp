@@ -87,9 +87,10 @@ Rows StepScheduler::submit(Work& w, const PassShape& shape) {
     lock.unlock();
     if (shape.cancelled && shape.cancelled()) w.cancel.store(true);
     const size_t p = w.progress.load();
-    if (shape.on_layer && p != told) {
+    if (p != told) {
       told = p;
-      shape.on_layer(static_cast<int64_t>(layers * p / w.tokens.size()));
+      if (shape.on_rows) shape.on_rows(p);
+      else if (shape.on_layer) shape.on_layer(static_cast<int64_t>(layers * p / w.tokens.size()));
     }
     lock.lock();
   }

@@ -84,6 +84,9 @@ struct PassShape {
   size_t slice_rows = 0;
   std::function<bool()> cancelled;
   std::function<void(int64_t layer)> on_layer;
+  // Where a pass is run in row slices (engine/step_scheduler.h: a prompt
+  // shared with other requests), told the rows done instead of the layers.
+  std::function<void(size_t rows)> on_rows;
   std::chrono::microseconds poll_interval = kCancelPollInterval;  // tests set 0: every poll asks
 };
 
