@@ -9,8 +9,13 @@
 #include <cstring>
 #include <thread>
 
+#include <filesystem>
+#include <map>
+
 #include "engine/engine.h"
 #include "model/loaders/drafter_factory.h"
+#include "model/loaders/family_loaders.h"
+#include "store/setup.h"
 #include "support/family_model.h"
 
 namespace deltafin {
@@ -65,9 +70,46 @@ Got run_one(Engine& e, const Ask& a, LiveProgress* progress) {
   return g;
 }
 
-class ConcurrentEngineTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+// The family's tiny model streamed from a store on two drives (the same
+// checkpoint as shared_family_model's seed 31), with a cache that holds
+// only part of the experts, so steps read experts as they go.
+LoadedModel& streamed_model(const std::string& family) {
+  struct Slot {
+    test::TempDir root;
+    std::unique_ptr<LoadedModel> m;
+  };
+  static std::map<std::string, std::unique_ptr<Slot>> slots;
+  auto& slot = slots[family];
+  if (!slot) {
+    slot = std::make_unique<Slot>();
+    const std::string r = slot->root.path();
+    test::generate_tiny_checkpoint(family, r + "/ckpt", 31);
+    SetupOptions so;
+    so.from = r + "/ckpt";
+    so.store = r + "/store";
+    for (int d = 0; d < 2; ++d) {
+      so.drives.push_back(r + "/drive" + std::to_string(d));
+      std::filesystem::create_directories(so.drives.back());
+      so.drive_mbps.push_back(1000.0);
+    }
+    so.spine = "bf16";
+    so.quiet = true;
+    run_setup(so);
+    ModelSource src;
+    src.store = so.store;
+    src.options.threads = 1;
+    src.options.cache_gb = 0.0005;  // a few experts' worth: most routed experts are read
+    slot->m = load_model(src);
+  }
+  return *slot->m;
+}
+
+class ConcurrentEngineTest : public ::testing::TestWithParam<std::tuple<std::string, std::string, bool>> {
 protected:
-  LoadedModel& lm() { return test::shared_family_model(std::get<0>(GetParam()), 31); }
+  LoadedModel& lm() {
+    return std::get<2>(GetParam()) ? streamed_model(std::get<0>(GetParam()))
+                                   : test::shared_family_model(std::get<0>(GetParam()), 31);
+  }
   EngineSettings settings(int parallel) {
     EngineSettings s;
     s.max_tokens_ceiling = 64;
@@ -143,9 +185,10 @@ TEST_P(ConcurrentEngineTest, EveryRequestGetsTheBitsItGetsAlone) {
 
 INSTANTIATE_TEST_SUITE_P(
     Families, ConcurrentEngineTest,
-    ::testing::Combine(::testing::ValuesIn(test::target_families()), ::testing::Values("none", "ngram")),
-    [](const ::testing::TestParamInfo<std::tuple<std::string, std::string>>& info) {
-      return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+    ::testing::Combine(::testing::ValuesIn(test::target_families()), ::testing::Values("none", "ngram"),
+                       ::testing::Values(false, true)),
+    [](const ::testing::TestParamInfo<std::tuple<std::string, std::string, bool>>& info) {
+      return std::get<0>(info.param) + "_" + std::get<1>(info.param) + (std::get<2>(info.param) ? "_streamed" : "_resident");
     });
 
 }  // namespace
