@@ -296,7 +296,7 @@ TEST(KvCacheModel, KeepVerifiedKeepsExactlyTheFirstRows) {
   }
 }
 
-TEST(KvCacheModel, KeepVerifiedRefusesBadRowCountsAndAnotherSession) {
+TEST(KvCacheModel, KeepVerifiedRefusesBadRowCountsAndASessionWithoutAPass) {
   TinyKvModel m;
   auto s = m.new_session(), other = m.new_session();
   run(m, *s, {1});
@@ -304,11 +304,40 @@ TEST(KvCacheModel, KeepVerifiedRefusesBadRowCountsAndAnotherSession) {
   m.forward_verify(*s, std::vector<uint32_t>{2, 3, 0});
   EXPECT_FAILS_WITH(m.keep_verified(*s, 0), "verifier", "cannot commit 0 rows of a 3-row pass");
   EXPECT_FAILS_WITH(m.keep_verified(*s, 4), "verifier", "cannot commit 4 rows of a 3-row pass");
-  EXPECT_FAILS_WITH(m.keep_verified(*other, 2), "verifier", "another session");
+  // The other session verified nothing: it has no pass to keep.
+  EXPECT_FAILS_WITH(m.keep_verified(*other, 2), "verifier", "cannot commit 2 rows of a 0-row pass");
   expect_holds(*other, {1});
   expect_holds(*s, {1, 2, 3, 0});  // the refusals left the pass as it was
   m.keep_verified(*s, 2);
   expect_holds(*s, {1, 2, 3});
+}
+
+// Each session keeps its own pass: A verifies, B verifies, then each keeps
+// part of its pass, in either order, and holds what verifying and keeping
+// alone leaves.
+TEST(KvCacheModel, InterleavedVerificationsKeepWhatEachAloneKeeps) {
+  for (bool a_first : {true, false}) {
+    SCOPED_TRACE(a_first ? "A kept first" : "B kept first");
+    TinyKvModel m;
+    auto a = m.new_session(), b = m.new_session();
+    run(m, *a, {1, 1});
+    run(m, *b, {2});
+    const Rows la = m.forward_verify(*a, std::vector<uint32_t>{2, 3, 0});
+    const Rows lb = m.forward_verify(*b, std::vector<uint32_t>{3, 1, 1, 2});
+    EXPECT_EQ(la.row(2)[1], 4.0f);  // positions 2, 3, 4
+    EXPECT_EQ(lb.row(3)[1], 4.0f);  // positions 1 ... 4
+    if (a_first) {
+      m.keep_verified(*a, 2);
+      m.keep_verified(*b, 3);
+    } else {
+      m.keep_verified(*b, 3);
+      m.keep_verified(*a, 2);
+    }
+    expect_holds(*a, {1, 1, 2, 3});
+    expect_holds(*b, {2, 3, 1, 1});
+    EXPECT_FAILS_WITH(m.keep_verified(*a, 1), "verifier", "of a 0-row pass");
+    EXPECT_FAILS_WITH(m.keep_verified(*b, 1), "verifier", "of a 0-row pass");
+  }
 }
 
 TEST(KvCacheModel, AVerifyPassThatThrowsLeavesNothingToKeep) {
@@ -322,6 +351,62 @@ TEST(KvCacheModel, AVerifyPassThatThrowsLeavesNothingToKeep) {
   expect_holds(*s, {1, 2, 3});
   EXPECT_FAILS_WITH(m.keep_verified(*s, 1), "verifier", "of a 0-row pass");
   expect_holds(*s, {1, 2, 3});
+}
+
+
+// ---- forward_batch: the default, one forward() per part ----------------------------
+
+// Every part's logits and session as forward() alone gives them.
+TEST(CausalModelBatch, TheDefaultRunsEachPartAsForwardWould) {
+  TinyKvModel m;
+  auto a = m.new_session(), b = m.new_session(), c = m.new_session();
+  run(m, *b, {1, 2});
+  const std::vector<uint32_t> ta = {3}, tb = {0, 1, 2}, tc = {2, 2};
+  const std::vector<Rows> got = m.forward_batch(std::vector<BatchPart>{{a.get(), ta, false}, {b.get(), tb, true},
+                                                                       {c.get(), tc, false}});
+  ASSERT_EQ(got.size(), 3u);
+  // Row t of a part's logits: {token, position}.
+  ASSERT_EQ(got[0].T, 1u);
+  EXPECT_EQ(got[0].row(0)[0], 3.0f);
+  EXPECT_EQ(got[0].row(0)[1], 0.0f);
+  ASSERT_EQ(got[1].T, 3u);
+  for (size_t t = 0; t < 3; ++t) {
+    EXPECT_EQ(got[1].row(t)[0], static_cast<float>(tb[t]));
+    EXPECT_EQ(got[1].row(t)[1], static_cast<float>(2 + t));
+  }
+  ASSERT_EQ(got[2].T, 1u);
+  EXPECT_EQ(got[2].row(0)[1], 1.0f);  // the last of positions 0, 1
+  expect_holds(*a, {3});
+  expect_holds(*b, {1, 2, 0, 1, 2});
+  expect_holds(*c, {2, 2});
+}
+
+// A model that captures rows but lets the default batch: refused, since one
+// forward() per part cannot stack the parts' captures.
+class CapturingTinyKvModel : public TinyKvModel {
+public:
+  const Rows& captured() const override { return rows_; }
+
+private:
+  Rows rows_ = Rows(1, 2);
+};
+
+TEST(CausalModelBatch, RefusesBadParts) {
+  TinyKvModel m;
+  auto a = m.new_session(), b = m.new_session();
+  const std::vector<uint32_t> ok = {1}, none;
+  EXPECT_FAILS_WITH(m.forward_batch({}), "forward_batch: no parts");
+  EXPECT_FAILS_WITH(m.forward_batch(std::vector<BatchPart>{{a.get(), ok}, {b.get(), none}}), "part 1 has no tokens");
+  EXPECT_FAILS_WITH(m.forward_batch(std::vector<BatchPart>{{a.get(), ok}, {nullptr, ok}}), "part 1 has no session");
+  EXPECT_FAILS_WITH(m.forward_batch(std::vector<BatchPart>{{a.get(), ok}, {b.get(), ok}, {a.get(), ok}}),
+                    "parts 0 and 2 share a session");
+  expect_holds(*a, {});
+  expect_holds(*b, {});
+  CapturingTinyKvModel capturing;
+  auto c = capturing.new_session(), d = capturing.new_session();
+  EXPECT_EQ(capturing.forward_batch(std::vector<BatchPart>{{c.get(), ok}}).size(), 1u);  // one part: its own capture
+  EXPECT_FAILS_WITH(capturing.forward_batch(std::vector<BatchPart>{{c.get(), ok}, {d.get(), ok}}), "captures hidden rows",
+                    "cannot stack");
 }
 
 }  // namespace

@@ -112,6 +112,11 @@ struct BatchPart {
   bool all_logits = false;           // logits of every row, else of the last
 };
 
+// What every forward_batch refuses before any session changes: no parts, a
+// part without a session or without tokens, a session in two parts (its
+// rows would attend to each other's as if they were one sequence's).
+void check_batch_parts(std::span<const BatchPart> parts);
+
 class CausalModel {
 public:
   virtual ~CausalModel() = default;

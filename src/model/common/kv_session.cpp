@@ -119,21 +119,19 @@ void KvCacheModel::read_state(ModelSession& fresh, int64_t length, const StateRe
 }
 
 Rows KvCacheModel::forward_verify(ModelSession& session, std::span<const uint32_t> tokens) {
-  verify_start_ = kv_session(session).length();
-  verify_rows_ = 0;
-  verify_session_ = nullptr;
-  Rows logits = forward(session, tokens, true);  // a pass that throws commits nothing
-  verify_rows_ = tokens.size();
-  verify_session_ = &session;
+  KvSession& s = kv_session(session);
+  s.verification() = {s.length(), 0};
+  Rows logits = forward(session, tokens, true);  // a pass that throws commits nothing, and leaves nothing to keep
+  s.verification().rows = tokens.size();
   return logits;
 }
 
 void KvCacheModel::keep_verified(ModelSession& session, size_t rows) {
-  if (rows == 0 || rows > verify_rows_) fail("verifier: cannot commit ", rows, " rows of a ", verify_rows_, "-row pass");
-  if (&session != verify_session_) fail("verifier: keep_verified on another session than the verified pass's");
-  kv_session(session).truncate(verify_start_ + static_cast<int64_t>(rows));
-  verify_rows_ = 0;
-  verify_session_ = nullptr;
+  KvSession& s = kv_session(session);
+  KvSession::Verification& v = s.verification();
+  if (rows == 0 || rows > v.rows) fail("verifier: cannot commit ", rows, " rows of a ", v.rows, "-row pass");
+  s.truncate(v.start + static_cast<int64_t>(rows));
+  v = {};
 }
 
 }  // namespace deltafin

@@ -65,8 +65,18 @@ public:
   const float* keys(int64_t layer, int64_t position) const { return keys_[layer].data() + position * kv_dim_; }
   const float* values(int64_t layer, int64_t position) const { return values_[layer].data() + position * kv_dim_; }
 
+  // Speculative verification's pass, from KvCacheModel::forward_verify
+  // until keep_verified: the session's own, so passes of several sessions
+  // can be verified and kept in any order. Not part of the cached state.
+  struct Verification {
+    int64_t start = 0;  // the length before the pass
+    size_t rows = 0;    // its rows; 0: no pass to keep
+  };
+  Verification& verification() { return verification_; }
+
 private:
   int64_t kv_dim_ = 0, capacity_ = 0, length_ = 0;
+  Verification verification_;
   std::vector<std::vector<float>> keys_, values_;  // [layer][position * kv_dim + i]
 };
 
@@ -102,9 +112,6 @@ private:
   std::string family_;
   int64_t layers_ = 0, kv_dim_ = 0;
   int parts_ = 2;
-  int64_t verify_start_ = 0;  // the last forward_verify's pass, until keep_verified
-  size_t verify_rows_ = 0;
-  const ModelSession* verify_session_ = nullptr;
 };
 
 }  // namespace deltafin
