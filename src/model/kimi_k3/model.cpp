@@ -120,7 +120,16 @@ ModelSummary k3_summary(const K3Config& c) {
 std::unique_ptr<ModelSession> K3Model::new_session() const { return std::make_unique<K3Session>(c_); }
 
 Rows K3Model::forward(ModelSession& session, std::span<const uint32_t> tokens, bool all_logits, const PassShape& shape) {
-  return forward_k3(k3_session(session), tokens, all_logits, shape);
+  const BatchPart part{&session, tokens, all_logits};
+  Rows logits;
+  forward_k3(std::span(&part, 1), shape, std::span(&logits, 1));  // cancelled: logits stay empty
+  return logits;
+}
+
+std::vector<Rows> K3Model::forward_batch(std::span<const BatchPart> parts, const PassShape& shape) {
+  std::vector<Rows> logits(parts.size());
+  if (!forward_k3(parts, shape, logits)) return {};
+  return logits;
 }
 
 namespace {
@@ -172,51 +181,64 @@ void K3Model::read_state(ModelSession& fresh, int64_t length, const StateReadFn&
 
 Rows K3Model::forward_verify(ModelSession& session, std::span<const uint32_t> tokens) {
   K3Session& s = k3_session(session);
+  K3Session::Verification& v = s.verification();
   // The KDA state is fixed-size: copying it costs one pass over it, far less
   // than the pass; the MLA caches are only cut, never copied.
-  verify_before_ = s.snapshot();
-  verify_rows_ = 0;
-  verify_session_ = nullptr;
-  set_kda_log(&verify_log_);
+  v.before = s.snapshot();
+  v.rows = 0;
+  set_kda_log(&v.log);
   Rows logits;
   try {
-    logits = forward_k3(s, tokens, true, {});
+    logits = forward(s, tokens, true);
   } catch (...) {
     set_kda_log(nullptr);
-    s.restore(verify_before_);  // a failed pass (e.g. an expert read error) leaves the session as it was
+    s.restore(v.before);  // a failed pass (e.g. an expert read error) leaves the session as it was
+    v = K3Session::Verification{};
     throw;
   }
   set_kda_log(nullptr);
-  verify_rows_ = tokens.size();
-  verify_session_ = &session;
+  v.rows = tokens.size();
   return logits;
 }
 
 void K3Model::keep_verified(ModelSession& session, size_t rows) {
-  if (rows == 0 || rows > verify_rows_) fail("verifier: cannot commit ", rows, " rows of a ", verify_rows_, "-row pass");
-  if (&session != verify_session_) fail("verifier: keep_verified on another session than the verified pass's");
-  if (rows < verify_rows_) {  // else every row kept: the pass left the session exactly right
-    K3Session& s = k3_session(session);
-    s.rollback(verify_before_, verify_before_.length + static_cast<int64_t>(rows));
-    replay_kda(s, verify_log_, rows);
+  K3Session& s = k3_session(session);
+  K3Session::Verification& v = s.verification();
+  if (rows == 0 || rows > v.rows) fail("verifier: cannot commit ", rows, " rows of a ", v.rows, "-row pass");
+  if (rows < v.rows) {  // else every row kept: the pass left the session exactly right
+    s.rollback(v.before, v.before.length + static_cast<int64_t>(rows));
+    replay_kda(s, v.log, rows);
   }
-  verify_rows_ = 0;
-  verify_session_ = nullptr;
-  verify_before_ = K3Session::Snapshot{};
-  verify_log_ = KdaLog{};
+  v = K3Session::Verification{};
 }
 
-Rows K3Model::forward_k3(K3Session& session, std::span<const uint32_t> tokens, bool all_logits, const PassShape& shape) {
-  const size_t T = tokens.size(), d = static_cast<size_t>(c_.hidden_size);
-  if (T == 0) fail("forward: no tokens");
-  const auto outside = std::find_if(tokens.begin(), tokens.end(), [&](uint32_t id) { return id >= static_cast<uint32_t>(c_.vocab_size); });
-  if (outside != tokens.end()) fail("forward: token id ", *outside, " outside the vocabulary of ", c_.vocab_size);
+void K3Model::check_parts(std::span<const BatchPart> parts) {
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const std::span<const uint32_t> tokens = parts[p].tokens;
+    const auto check = [&] {
+      if (tokens.empty()) fail("forward: no tokens");
+      const auto outside = std::find_if(tokens.begin(), tokens.end(), [&](uint32_t id) { return id >= static_cast<uint32_t>(c_.vocab_size); });
+      if (outside != tokens.end()) fail("forward: token id ", *outside, " outside the vocabulary of ", c_.vocab_size);
+    };
+    if (parts.size() == 1) check();
+    else with_context(cat("batch part ", p), check);
+  }
+  check_batch_parts(parts);
+  if (kda_log_ && parts.size() > 1) fail("forward: a KDA step log covers one session's pass, not a batch of ", parts.size());
+  part_sessions_.clear();
+  for (const BatchPart& part : parts) part_sessions_.push_back(&k3_session(*part.session));
+}
+
+bool K3Model::forward_k3(std::span<const BatchPart> parts, const PassShape& shape, std::span<Rows> out) {
+  check_parts(parts);
+  batch_.lay_out(parts);
+  const size_t T = batch_.rows(), d = static_cast<size_t>(c_.hidden_size);
   const float eps = static_cast<float>(c_.rms_norm_eps);
   const int64_t B = c_.attn_res_block_size;
 
   // h: the current block-partial sum per position; anchors: completed block sums.
   Act h = be_.act(T, d);
-  be_.embed(w_.embed.view(), tokens, h);
+  be_.embed(w_.embed.view(), batch_.tokens(), h);
   // The anchors' list is the model's, reused; its Acts go back to the pool
   // however the pass ends.
   std::vector<Act>& anchors = anchors_;
@@ -266,7 +288,7 @@ Rows K3Model::forward_k3(K3Session& session, std::span<const uint32_t> tokens, b
   try {
   for (int64_t i = 0; i < c_.num_hidden_layers; ++i) {
     if (shape.on_layer) shape.on_layer(i);
-    if (!pass.begin_layer(i)) return Rows();
+    if (!pass.begin_layer(i)) return false;
     const LayerWeights& lw = w_.layers[static_cast<size_t>(i)];
     mix(anchors, h, lw.s_attn, x_attn);
     const bool block_start = i % B == 0;
@@ -276,7 +298,10 @@ Rows K3Model::forward_k3(K3Session& session, std::span<const uint32_t> tokens, b
     }
 
     be_.rmsnorm(x_attn, lw.input_norm, eps, normed);
-    attention_sliced(i, session, normed, a, shape.slice_rows);
+    attend_by_part(be_, batch_, normed, a, [&](size_t p, const Act& x, Act& y) {
+      attention_sliced(i, *part_sessions_[p], x, y, shape.slice_rows);  // a cancel throws PassCancelled
+      return true;
+    });
 
     if (block_start) {
       std::swap(p, a);  // p = a; a is overwritten next layer
@@ -307,33 +332,33 @@ Rows K3Model::forward_k3(K3Session& session, std::span<const uint32_t> tokens, b
       if (capture_layers_[k] == i) be_.round_bf16(h, capture, k * d);
   }
   } catch (const PassCancelled&) {
-    return Rows();
+    return false;
   }
-  session.advance(static_cast<int64_t>(T));
+  for (size_t p = 0; p < batch_.parts(); ++p) part_sessions_[p]->advance(static_cast<int64_t>(batch_.rows(p)));
   pass.end_experts();
   if (n_capture) be_.read(capture, 0, captured_.v);
 
-  // Tail: Mix over the anchors and h, final norm, lm_head (of the last row
-  // only unless all_logits).
-  const size_t first = all_logits ? 0 : T - 1, rows = T - first;
+  // Tail: Mix over the anchors and h, final norm, lm_head, on the rows whose
+  // logits are asked for (each part's last, or all of a part's with all_logits).
+  const std::span<const uint32_t> tail = batch_.logit_rows();
+  const size_t rows = tail.size();
   Act m = be_.act(rows, d), logits_act = be_.act(rows, static_cast<size_t>(c_.vocab_size));
-  if (first == 0) {
+  if (batch_.every_row_has_logits()) {
     mix(anchors, h, w_.s_out, m);
   } else {
     std::vector<Act> last_anchors;
     for (const Act& an : anchors) {
       last_anchors.push_back(be_.act(rows, d));
-      be_.copy_rows(an, first, last_anchors.back());
+      be_.gather(an, tail, last_anchors.back());
     }
     Act last_h = be_.act(rows, d);
-    be_.copy_rows(h, first, last_h);
+    be_.gather(h, tail, last_h);
     mix(last_anchors, last_h, w_.s_out, m);
   }
   be_.rmsnorm(m, w_.final_norm, eps, m);
   be_.matmul(w_.lm_head.view(), m, logits_act);
-  Rows logits(rows, static_cast<size_t>(c_.vocab_size));
-  be_.read(logits_act, 0, logits.v);
-  return logits;
+  batch_.read_logits(be_, logits_act, out);
+  return true;
 }
 
 }  // namespace deltafin

@@ -11,6 +11,7 @@
 
 #include "model/kimi_k3/checkpoint.h"
 #include "backend/backend.h"
+#include "model/common/batch_pass.h"
 #include "model/common/expert_source.h"
 #include "model/common/pass_driver.h"
 #include "model/common/routed_experts.h"
@@ -46,6 +47,10 @@ public:
   std::unique_ptr<ModelSession> new_session() const override;
   Rows forward(ModelSession& session, std::span<const uint32_t> tokens, bool all_logits,
                const PassShape& shape = {}) override;
+  // The parts' rows stacked through every layer; the attention of each part
+  // (its KDA state, its MLA caches) on its own rows, sliced by slice_rows as
+  // its solo pass would be. A KDA step log (set_kda_log) covers one part only.
+  std::vector<Rows> forward_batch(std::span<const BatchPart> parts, const PassShape& shape = {}) override;
   // The mark copies the KDA state (fixed-size); the MLA caches are only cut.
   std::shared_ptr<SessionMark> mark(const ModelSession& session) const override;
   void rewind(ModelSession& session, const SessionMark& mark) const override;
@@ -56,6 +61,8 @@ public:
   void read_state(ModelSession& fresh, int64_t length, const StateReadFn& read) const override;
   // Verification logs every KDA step of the pass; keeping m rows cuts the
   // MLA caches and replays the KDA state from its pre-pass copy over them.
+  // Both are kept in the session (K3Session::Verification), so several
+  // sessions' passes may be verified and kept in any order.
   Rows forward_verify(ModelSession& session, std::span<const uint32_t> tokens) override;
   void keep_verified(ModelSession& session, size_t rows) override;
 
@@ -63,7 +70,8 @@ public:
   void set_lookahead(RouteLookahead* lookahead) { lookahead_ = lookahead; }
 
   // While a log is set, every forward() records its KDA step inputs there
-  // (speculative verification); nullptr (the default) records nothing.
+  // (speculative verification; one session's pass: forward_batch of several
+  // parts refuses); nullptr (the default) records nothing.
   void set_kda_log(KdaLog* log) { kda_log_ = log; }
   // Steps every KDA layer's state over the first `rows` rows of `log`, as the
   // logged pass did: the session must hold the state from before that pass.
@@ -72,17 +80,23 @@ public:
   // Context capture for DSpark (k3-model.md §10.2): after each listed 0-based
   // layer completes, every row's h (the block-partial sum after h <- p + f)
   // is rounded to BF16 and kept; captured() holds the last forward()'s rows
-  // [T, layers.size() * hidden], the layers' slices concatenated in list order.
+  // [T, layers.size() * hidden], the layers' slices concatenated in list order
+  // (of a forward_batch: every part's rows, stacked in part order).
   // An empty list (the default) captures nothing.
   void set_capture_layers(std::vector<int64_t> layers) override;
   const Rows& captured() const override { return captured_; }
 
-  // The routes of the last forward() call, [layer][position] (layer 0 empty).
+  // The routes of the last forward() call, [layer][position] (layer 0 empty;
+  // of a forward_batch: the stacked rows').
   const std::vector<std::vector<Route>>& last_routes() const override { return routes_; }
   const K3Config& config() const { return c_; }
 
 private:
-  Rows forward_k3(K3Session& session, std::span<const uint32_t> tokens, bool all_logits, const PassShape& shape);
+  // The pass of forward() (one part) and forward_batch(): each part's
+  // logits into `out` (as many as parts); false when cancelled.
+  bool forward_k3(std::span<const BatchPart> parts, const PassShape& shape, std::span<Rows> out);
+  // Refuses bad parts before any session changes; fills part_sessions_.
+  void check_parts(std::span<const BatchPart> parts);
   // Attention over rows that sit at positions s.length() + offset ...: the
   // layer's cache or state must already hold every position before them.
   void attention_kda(int64_t layer, K3Session& s, const Act& x, Act& out);
@@ -104,12 +118,6 @@ private:
   const K3Config& c_;
   const K3Weights& w_;
   ModelSummary summary_;
-  // The last forward_verify's pass, until keep_verified (then freed: the KDA
-  // copy is as large as the session's fixed state).
-  KdaLog verify_log_;                  // its KDA steps
-  K3Session::Snapshot verify_before_;  // the session before it
-  const ModelSession* verify_session_ = nullptr;
-  size_t verify_rows_ = 0;
   ExpertSource& experts_;
   std::unique_ptr<Backend> own_backend_;
   Backend& be_;
@@ -126,6 +134,9 @@ private:
   std::vector<const Act*> mix_values_;
   std::vector<Act> anchors_;
   Rows lookahead_rows_;
+  // The pass's parts: their rows' layout and their sessions (reused too).
+  BatchLayout batch_;
+  std::vector<K3Session*> part_sessions_;
   PassDriver* pass_ = nullptr;  // during forward() only
 };
 

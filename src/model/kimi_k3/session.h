@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/kimi_k3/config.h"
+#include "model/kimi_k3/kda_log.h"
 #include "model/common/causal_model.h"
 
 namespace deltafin {
@@ -49,6 +50,25 @@ public:
   // the two are then replayed (K3Model::replay_kda) to reach `length` exactly.
   void rollback(const Snapshot& before, int64_t length);
   void reset();
+
+  // Speculative verification's pass, from K3Model::forward_verify until
+  // keep_verified (then freed: the KDA copy is as large as the session's
+  // fixed state). It is the session's own, so passes of several sessions
+  // can be verified and kept in any order; it is not part of the state: a
+  // copy of the session starts without one (copying it would copy its log),
+  // and snapshots and bytes() leave it out.
+  struct Verification {
+    Snapshot before;  // the session before the pass
+    KdaLog log;       // its KDA steps
+    size_t rows = 0;  // its rows; 0: no pass to keep
+    Verification() = default;
+    Verification(const Verification&) {}
+    Verification& operator=(const Verification&) { return *this = Verification{}; }
+    Verification(Verification&&) = default;
+    Verification& operator=(Verification&&) = default;
+  };
+  Verification& verification() { return verification_; }
+
   uint64_t bytes() const override;
   void plan_length(int64_t positions) override;  // every MLA layer's latent rows
 
@@ -65,6 +85,7 @@ private:
   int64_t length_ = 0;
   std::vector<KdaState> kda_;  // indexed by layer; empty for MLA layers
   std::vector<MlaCache> mla_;  // indexed by layer; empty for KDA layers
+  Verification verification_;
 };
 
 }  // namespace deltafin
