@@ -21,6 +21,7 @@
 #include "model/qwen3_moe/qwen3_moe_generator.h"
 #include "model/qwen3_moe/qwen3_moe_model.h"
 #include "qwen3/reference_qwen3.h"
+#include "support/batch_compare.h"
 #include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/token_text.h"
 #include "support/test_support.h"
@@ -419,6 +420,173 @@ TEST(Qwen3MoeWeights, RefusesACheckpointOfAnotherArchitecture) {
     EXPECT_NE(std::string(e.what()).find("mlp.experts.7"), std::string::npos) << e.what();
   }
   EXPECT_THROW(read_qwen3_moe_expert_record(c, ck, 0, 7), Error);
+}
+
+// ---- several sessions in one pass (forward_batch) ---------------------------------
+
+// The batch tests' checkpoint (3 layers, the first dense), made once.
+const Loaded& batch_checkpoint() {
+  static test::TempDir dir;
+  static const std::unique_ptr<Loaded> m = [] {
+    Qwen3MoeGenerateOptions o = tiny(dir.path(), 29);
+    o.dims.layers = 3, o.dims.mlp_only_layers = {0};
+    generate_qwen3_moe_checkpoint(o);
+    return load(dir.path());
+  }();
+  return *m;
+}
+
+// Three sessions at different lengths, each beside its copy: 0 fresh, 1 with
+// a 5-token prompt, 2 mid-decode (a 4-token prompt, then 2 tokens one by one).
+test::BatchBeside three_sessions(CausalModel& model, uint32_t vocab) {
+  test::BatchBeside b(model);
+  b.add(model.new_session());
+  auto prefilled = model.new_session();
+  model.forward(*prefilled, test::random_tokens(31, 5, vocab), false);
+  b.add(std::move(prefilled));
+  auto decoding = model.new_session();
+  model.forward(*decoding, test::random_tokens(32, 4, vocab), false);
+  for (uint32_t t : test::random_tokens(33, 2, vocab)) model.forward(*decoding, std::span<const uint32_t>(&t, 1), false);
+  b.add(std::move(decoding));
+  return b;
+}
+
+// A decode row, a prompt with its last row's logits and a block with every
+// row's, of sessions at three lengths, in one pass: each part's logits equal
+// its solo pass's bit for bit; then a batch of three decode rows, a sliced
+// batch (slice_rows is not used by this family: the same bits) and plain
+// decoding after them agree too.
+TEST(Qwen3MoeBatch, EachPartEqualsItsSoloPassAndTheSessionsAdvanceAlike) {
+  const Loaded& m = batch_checkpoint();
+  const uint32_t V = static_cast<uint32_t>(m.config.base.vocab_size);
+  ThreadPool pool(2);
+  Qwen3MoeModel model(m.config, m.weights, *m.experts, &pool);
+  test::BatchBeside b = three_sessions(model, V);
+  test::expect_batch_equals_solo(b, {{2, test::random_tokens(34, 1, V), false},
+                                     {0, test::random_tokens(35, 6, V), false},
+                                     {1, test::random_tokens(36, 4, V), true}});
+  test::expect_batch_equals_solo(b, {{0, {7}, false}, {1, {8}, false}, {2, {9}, false}});
+  PassShape sliced;
+  sliced.slice_rows = 2;
+  test::expect_batch_equals_solo(
+      b, {{1, test::random_tokens(37, 5, V), true}, {2, test::random_tokens(38, 3, V), false}}, sliced);
+  test::expect_sessions_agree(b, 10);
+}
+
+// Counts what the model asks of the source.
+class CountingSource : public ExpertSource {
+public:
+  explicit CountingSource(ExpertSource& inner) : inner_(inner) {}
+  ExpertHandle get(int64_t layer, int64_t expert) override {
+    ++gets[{layer, expert}];
+    return inner_.get(layer, expert);
+  }
+  void begin_pass(size_t positions) override { passes.push_back(positions); }
+  std::map<std::pair<int64_t, int64_t>, int> gets;
+  std::vector<size_t> passes;
+
+private:
+  ExpertSource& inner_;
+};
+
+// The routed experts run once on the stacked rows: each expert of the
+// union of the parts' routes is asked for once in a layer, for all parts,
+// and the source sees one pass of all the rows.
+TEST(Qwen3MoeBatch, EachExpertIsAskedForOncePerLayerForAllParts) {
+  const Loaded& m = batch_checkpoint();
+  const uint32_t V = static_cast<uint32_t>(m.config.base.vocab_size);
+  CountingSource counting(*m.experts);
+  Qwen3MoeModel model(m.config, m.weights, counting, nullptr);
+  test::BatchBeside b = three_sessions(model, V);
+  counting.gets.clear(), counting.passes.clear();
+  const std::vector<uint32_t> one = {5}, six = test::random_tokens(39, 6, V), four = test::random_tokens(40, 4, V);
+  model.forward_batch(std::vector<BatchPart>{{b.batched[2].get(), one}, {b.batched[0].get(), six}, {b.batched[1].get(), four, true}});
+  EXPECT_EQ(counting.passes, std::vector<size_t>{11});
+  std::map<std::pair<int64_t, int64_t>, int> want;
+  for (int64_t l : m.config.moe_layers()) {
+    ASSERT_EQ(model.last_routes()[static_cast<size_t>(l)].size(), 11u);  // the stacked rows'
+    for (const Route& r : model.last_routes()[static_cast<size_t>(l)])
+      for (int64_t e : r.experts) want[{l, e}] = 1;
+  }
+  EXPECT_EQ(counting.gets, want);
+  // Alone, the parts ask for their experts once each: more in all.
+  counting.gets.clear();
+  model.forward(*b.solo[2], one, false);
+  model.forward(*b.solo[0], six, false);
+  model.forward(*b.solo[1], four, true);
+  int alone = 0;
+  for (const auto& [key, n] : counting.gets) alone += n;
+  EXPECT_GT(alone, static_cast<int>(want.size()));
+}
+
+// A stop inside a layer's attention: an empty answer, nothing committed to
+// any session; the same batch then runs as if it had never started.
+TEST(Qwen3MoeBatch, ACancelledBatchCommitsNothing) {
+  const Loaded& m = batch_checkpoint();
+  const uint32_t V = static_cast<uint32_t>(m.config.base.vocab_size);
+  Qwen3MoeModel model(m.config, m.weights, *m.experts, nullptr);
+  test::BatchBeside b = three_sessions(model, V);
+  const std::vector<uint32_t> many = test::random_tokens(41, 5, V), one = {3};
+  PassShape stop;
+  stop.poll_interval = std::chrono::microseconds(0);
+  int64_t layer_now = -1;
+  int asks_in_layer_1 = 0;
+  stop.on_layer = [&](int64_t layer) { layer_now = layer; };
+  stop.cancelled = [&] { return layer_now == 1 && ++asks_in_layer_1 >= 2; };
+  EXPECT_TRUE(model.forward_batch(std::vector<BatchPart>{{b.batched[0].get(), many, true}, {b.batched[2].get(), one}}, stop)
+                  .empty());
+  EXPECT_EQ(layer_now, 1);
+  EXPECT_EQ(b.batched[0]->length(), 0);
+  EXPECT_EQ(b.batched[2]->length(), 6);
+  test::expect_batch_equals_solo(b, {{0, many, true}, {2, one, false}});
+}
+
+TEST(Qwen3MoeBatch, RefusesBadPartsNamingThem) {
+  const Loaded& m = batch_checkpoint();
+  Qwen3MoeModel model(m.config, m.weights, *m.experts, nullptr);
+  auto a = model.new_session(), b = model.new_session();
+  const std::vector<uint32_t> ok = {1, 2}, bad = {3, 320}, none;
+  EXPECT_FAILS_WITH(model.forward_batch(std::vector<BatchPart>{{a.get(), ok}, {b.get(), bad}}), "batch part 1",
+                    "token id 320 at offset 1 is outside the vocabulary of 320");
+  EXPECT_FAILS_WITH(model.forward_batch(std::vector<BatchPart>{{a.get(), none}, {b.get(), ok}}), "batch part 0", "no tokens");
+  EXPECT_FAILS_WITH(model.forward_batch(std::vector<BatchPart>{{a.get(), ok}, {a.get(), ok}}), "share a session");
+  EXPECT_EQ(a->length(), 0);
+  EXPECT_EQ(b->length(), 0);
+}
+
+// Verification state is each session's: A verifies, B verifies, then each
+// keeps part of its pass (in either order) and ends exactly as verifying and
+// keeping alone leaves its copy.
+TEST(Qwen3MoeBatch, InterleavedVerificationsKeepWhatEachAloneKeeps) {
+  const Loaded& m = batch_checkpoint();
+  const uint32_t V = static_cast<uint32_t>(m.config.base.vocab_size);
+  Qwen3MoeModel model(m.config, m.weights, *m.experts, nullptr);
+  test::BatchBeside b(model);
+  for (uint64_t seed : {43, 44}) {
+    auto s = model.new_session();
+    model.forward(*s, test::random_tokens(seed, 4 + seed % 3, V), false);
+    b.add(std::move(s));
+  }
+  const std::vector<uint32_t> draft_a = test::random_tokens(45, 4, V), draft_b = test::random_tokens(46, 5, V);
+  for (bool a_first : {true, false}) {
+    SCOPED_TRACE(a_first ? "A kept first" : "B kept first");
+    const Rows la = model.forward_verify(*b.batched[0], draft_a);
+    const Rows lb = model.forward_verify(*b.batched[1], draft_b);
+    if (a_first) {
+      model.keep_verified(*b.batched[0], 2);
+      model.keep_verified(*b.batched[1], 3);
+    } else {
+      model.keep_verified(*b.batched[1], 5);
+      model.keep_verified(*b.batched[0], 1);
+    }
+    const Rows la_alone = model.forward_verify(*b.solo[0], draft_a);
+    model.keep_verified(*b.solo[0], a_first ? 2 : 1);
+    const Rows lb_alone = model.forward_verify(*b.solo[1], draft_b);
+    model.keep_verified(*b.solo[1], a_first ? 3 : 5);
+    EXPECT_TRUE(test::same_bits(la, la_alone));
+    EXPECT_TRUE(test::same_bits(lb, lb_alone));
+    test::expect_sessions_agree(b, 12);
+  }
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/common/batch_pass.h"
 #include "model/common/kv_session.h"
 #include "model/common/routed_experts.h"
 #include "model/common/routing.h"
@@ -47,12 +48,21 @@ public:
   // session changes.
   Rows forward(ModelSession& session, std::span<const uint32_t> tokens, bool all_logits,
                const PassShape& shape = {}) override;
-  // The routes of the last forward(), [layer][position] (empty for dense layers).
+  // The parts' rows stacked through every layer; each part's attention on
+  // its own rows, its positions and its session's cache.
+  std::vector<Rows> forward_batch(std::span<const BatchPart> parts, const PassShape& shape = {}) override;
+  // The routes of the last forward(), [layer][position] (empty for dense
+  // layers; of a forward_batch: the stacked rows').
   const std::vector<std::vector<Route>>& last_routes() const override { return routes_; }
   const Qwen3MoeConfig& config() const { return c_; }
 
 private:
   std::unique_ptr<KvSession> make_session(int64_t capacity) const override;
+  // The pass of forward() (one part) and forward_batch(): each part's logits
+  // into `out`; false when cancelled (nothing committed).
+  bool run_parts(std::span<const BatchPart> parts, const PassShape& shape, std::span<Rows> out);
+  // Refuses bad parts before any session changes; fills sessions_.
+  void check_parts(std::span<const BatchPart> parts);
   void route(int64_t layer, const Act& h);
   bool moe(int64_t layer, const Act& h, Act& out, const std::function<bool()>& stop);
 
@@ -64,7 +74,12 @@ private:
   RoutedExperts experts_;
   ExpertSource& source_;
   Qwen3Rope rope_;
-  Qwen3RopeRows rope_rows_;
+  // Per part of the pass (reused; a vector only grows): its session, the
+  // length it had before the pass, its RoPE rows.
+  BatchLayout batch_;
+  std::vector<KvSession*> sessions_;
+  std::vector<int64_t> starts_;
+  std::vector<Qwen3RopeRows> rope_rows_;
   std::vector<float> router_host_;  // a layer's router logits, read for the routing decision
   RouteScratch route_scratch_;
   std::vector<std::vector<Route>> routes_;
