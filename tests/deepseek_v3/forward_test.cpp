@@ -20,6 +20,8 @@
 #include "model/deepseek_v3/model.h"
 #include "model/deepseek_v3/weights.h"
 #include "deepseek_v3/reference_deepseek_v3.h"
+#include "deepseek_v3/tiny_checkpoint.h"
+#include "support/batch_compare.h"
 #include "support/test_support.h"
 #include "util/thread_pool.h"
 
@@ -148,6 +150,41 @@ TEST(DeepseekV3Model, TPositionsEqualSinglePositionsOnEveryIsaAndThreadCount) {
     }
     set_active_isa(best);
   }
+}
+
+// Several sessions in one pass (forward_batch): sessions at three lengths (0
+// fresh, 1 with a 5-token prompt, 2 mid-decode), a decode row, a prompt with
+// its last row's logits and a block with every row's, then a batch of decode
+// rows and a sliced batch (slice_rows is not used by this family): each
+// part's logits equal its solo pass's bit for bit, and plain decoding after
+// them agrees.
+TEST(DeepseekV3Batch, EachPartEqualsItsSoloPassAndTheSessionsAdvanceAlike) {
+  Loaded m(test::tiny_checkpoint(DeepseekV3Flavor::DeepseekV3));
+  const uint32_t V = static_cast<uint32_t>(m.config.vocab_size);
+  ThreadPool pool(2);
+  DeepseekV3Model model(m.config, m.weights, *m.experts, &pool);
+  test::BatchBeside b(model);
+  b.add(model.new_session());
+  auto prefilled = model.new_session();
+  model.forward(*prefilled, test::random_tokens(31, 5, V), false);
+  b.add(std::move(prefilled));
+  auto decoding = model.new_session();
+  model.forward(*decoding, test::random_tokens(32, 4, V), false);
+  for (uint32_t t : test::random_tokens(33, 2, V)) model.forward(*decoding, std::span<const uint32_t>(&t, 1), false);
+  b.add(std::move(decoding));
+
+  test::expect_batch_equals_solo(b, {{2, test::random_tokens(34, 1, V), false},
+                                     {0, test::random_tokens(35, 6, V), false},
+                                     {1, test::random_tokens(36, 4, V), true}});
+  test::expect_batch_equals_solo(b, {{0, {7}, false}, {1, {8}, false}, {2, {9}, false}});
+  PassShape sliced;
+  sliced.slice_rows = 2;
+  test::expect_batch_equals_solo(
+      b, {{1, test::random_tokens(37, 5, V), true}, {2, test::random_tokens(38, 3, V), false}}, sliced);
+  test::expect_sessions_agree(b, 10);
+  const std::vector<uint32_t> ok = {1}, bad = {V};
+  EXPECT_FAILS_WITH(model.forward_batch(std::vector<BatchPart>{{b.batched[0].get(), ok}, {b.batched[1].get(), bad}}),
+                    "batch part 1", "is outside the vocabulary");
 }
 
 }  // namespace

@@ -136,50 +136,84 @@ bool DeepseekV3Model::mlp(int64_t layer, const Act& h, Act& out, const std::func
   return true;
 }
 
-Rows DeepseekV3Model::forward(ModelSession& model_session, std::span<const uint32_t> tokens, bool all_logits,
+Rows DeepseekV3Model::forward(ModelSession& session, std::span<const uint32_t> tokens, bool all_logits,
                               const PassShape& shape) {
-  KvSession& session = kv_session(model_session);
-  const size_t T = tokens.size();
-  if (T == 0) fail(c_.model_type, " forward: no tokens");
-  for (size_t t = 0; t < T; ++t)
-    if (tokens[t] >= static_cast<uint64_t>(c_.vocab_size))
-      fail(c_.model_type, " forward: token id ", tokens[t], " at offset ", t, " is outside the vocabulary of ",
-           c_.vocab_size);
-  const int64_t start = session.length();
-  session.reserve(static_cast<int64_t>(T));
+  const BatchPart part{&session, tokens, all_logits};
+  Rows logits;
+  run_parts(std::span(&part, 1), shape, std::span(&logits, 1));  // cancelled: logits stay empty
+  return logits;
+}
+
+std::vector<Rows> DeepseekV3Model::forward_batch(std::span<const BatchPart> parts, const PassShape& shape) {
+  std::vector<Rows> logits(parts.size());
+  if (!run_parts(parts, shape, logits)) return {};
+  return logits;
+}
+
+void DeepseekV3Model::check_parts(std::span<const BatchPart> parts) {
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const std::span<const uint32_t> tokens = parts[p].tokens;
+    const auto check = [&] {
+      if (tokens.empty()) fail(c_.model_type, " forward: no tokens");
+      for (size_t t = 0; t < tokens.size(); ++t)
+        if (tokens[t] >= static_cast<uint64_t>(c_.vocab_size))
+          fail(c_.model_type, " forward: token id ", tokens[t], " at offset ", t, " is outside the vocabulary of ",
+               c_.vocab_size);
+    };
+    if (parts.size() == 1) check();
+    else with_context(cat("batch part ", p), check);
+  }
+  check_batch_parts(parts);
+  sessions_.clear();
+  for (const BatchPart& part : parts) sessions_.push_back(&kv_session(*part.session));
+}
+
+bool DeepseekV3Model::run_parts(std::span<const BatchPart> parts, const PassShape& shape, std::span<Rows> out) {
+  check_parts(parts);
+  batch_.lay_out(parts);
+  const size_t P = parts.size(), T = batch_.rows();
+  if (rope_rows_.size() < P) rope_rows_.resize(P);
+  starts_.clear();
+  for (size_t p = 0; p < P; ++p) {
+    starts_.push_back(sessions_[p]->length());
+    sessions_[p]->reserve(static_cast<int64_t>(batch_.rows(p)));
+  }
   PassDriver pass(source_, T, shape);  // ends the expert pass however this pass does
 
   const size_t d = static_cast<size_t>(c_.hidden_size);
   const float eps = static_cast<float>(c_.rms_norm_eps);
-  rope_rows_.fill(be_, rope_, start, T);
-  const MlaRope rope{&rope_rows_.cos, &rope_rows_.sin};
+  for (size_t p = 0; p < P; ++p) rope_rows_[p].fill(be_, rope_, starts_[p], batch_.rows(p));
   Act x = be_.act(T, d), h = be_.act(T, d), delta = be_.act(T, d);
-  be_.embed(w_.embed.view(), tokens, x);
+  be_.embed(w_.embed.view(), batch_.tokens(), x);
   routes_.resize(static_cast<size_t>(c_.num_hidden_layers));  // dense layers' stay empty
 
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     // Abandoned between layers or inside one: nothing was committed, so the
-    // session still holds exactly what it held before the pass.
-    if (!pass.begin_layer(l)) return Rows();
+    // sessions still hold exactly what they held before the pass.
+    if (!pass.begin_layer(l)) return false;
     const DsLayerWeights& L = w_.layers[static_cast<size_t>(l)];
     be_.rmsnorm(x, L.input_norm, eps, h);
-    if (!mla_attention(be_, dims_, L.mla, session.latent(l, dims_.rank), start, h, delta, rope, pass.poll()))
-      return Rows();
+    const bool attended = attend_by_part(be_, batch_, h, delta, [&](size_t p, const Act& rows, Act& rows_out) {
+      const MlaRope rope{&rope_rows_[p].cos, &rope_rows_[p].sin};
+      return mla_attention(be_, dims_, L.mla, sessions_[p]->latent(l, dims_.rank), starts_[p], rows, rows_out, rope,
+                           pass.poll());
+    });
+    if (!attended) return false;
     be_.add(x, delta);
     be_.rmsnorm(x, L.post_attention_norm, eps, h);
-    if (!mlp(l, h, delta, pass.poll())) return Rows();
+    if (!mlp(l, h, delta, pass.poll())) return false;
     be_.add(x, delta);
   }
 
-  const size_t rows = all_logits ? T : 1, first = T - rows;
-  Act last = be_.act(rows, d), logits = be_.act(rows, static_cast<size_t>(c_.vocab_size));
-  be_.copy_rows(x, first, last);
+  // The rows whose logits are asked for: each part's last, or all of a part's with all_logits.
+  const std::span<const uint32_t> tail = batch_.logit_rows();
+  Act last = be_.act(tail.size(), d), logits = be_.act(tail.size(), static_cast<size_t>(c_.vocab_size));
+  be_.gather(x, tail, last);
   be_.rmsnorm(last, w_.final_norm, eps, last);
   be_.matmul(w_.lm_head.view(), last, logits);
-  Rows out(rows, static_cast<size_t>(c_.vocab_size));
-  be_.read(logits, 0, out.v);
-  session.commit(static_cast<int64_t>(T));
-  return out;
+  batch_.read_logits(be_, logits, out);
+  for (size_t p = 0; p < P; ++p) sessions_[p]->commit(static_cast<int64_t>(batch_.rows(p)));
+  return true;
 }
 
 }  // namespace deltafin

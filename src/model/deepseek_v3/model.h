@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/common/batch_pass.h"
 #include "model/common/kv_session.h"
 #include "model/common/mla_attention.h"
 #include "model/common/rope.h"
@@ -43,11 +44,19 @@ public:
   const ModelSummary& summary() const override { return summary_; }
   Rows forward(ModelSession& session, std::span<const uint32_t> tokens, bool all_logits,
                const PassShape& shape = {}) override;
+  // The parts' rows stacked through every layer; each part's MLA on its own
+  // rows, its positions and its session's latent cache.
+  std::vector<Rows> forward_batch(std::span<const BatchPart> parts, const PassShape& shape = {}) override;
   const std::vector<std::vector<Route>>& last_routes() const override { return routes_; }
   const DeepseekV3Config& config() const { return c_; }
 
 private:
   std::unique_ptr<KvSession> make_session(int64_t capacity) const override;
+  // The pass of forward() (one part) and forward_batch(): each part's logits
+  // into `out`; false when cancelled (nothing committed).
+  bool run_parts(std::span<const BatchPart> parts, const PassShape& shape, std::span<Rows> out);
+  // Refuses bad parts before any session changes; fills sessions_.
+  void check_parts(std::span<const BatchPart> parts);
   void route(int64_t layer, const Act& h);
   bool mlp(int64_t layer, const Act& h, Act& out, const std::function<bool()>& stop);
 
@@ -61,7 +70,12 @@ private:
   MlaDims dims_;
   GroupedRouting rule_;
   RopeFreqs rope_;
-  RopeRows rope_rows_;
+  // Per part of the pass (reused; a vector only grows): its session, the
+  // length it had before the pass, its RoPE rows.
+  BatchLayout batch_;
+  std::vector<KvSession*> sessions_;
+  std::vector<int64_t> starts_;
+  std::vector<RopeRows> rope_rows_;
   std::vector<float> router_host_;
   RouteScratch route_scratch_;
   std::vector<std::vector<Route>> routes_;
