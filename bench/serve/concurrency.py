@@ -54,11 +54,29 @@ class Server:
             return json.load(r)
 
     def read_bytes(self):
-        with open(f"/proc/{self.proc.pid}/io") as f:
-            for line in f:
-                if line.startswith("read_bytes:"):
-                    return int(line.split()[1])
-        return 0
+        """read_bytes of the server and every process under it (it may run
+        under a wrapper such as the rig's in-cgroup.sh)."""
+        children = {}
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    with open(f"/proc/{d}/stat") as f:
+                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                    children.setdefault(ppid, []).append(int(d))
+                except OSError:
+                    pass
+        total, todo = 0, [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            todo += children.get(pid, [])
+            try:
+                with open(f"/proc/{pid}/io") as f:
+                    for line in f:
+                        if line.startswith("read_bytes:"):
+                            total += int(line.split()[1])
+            except OSError:
+                pass
+        return total
 
     def stop(self):
         self.proc.terminate()

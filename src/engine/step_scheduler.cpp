@@ -13,6 +13,14 @@ namespace {
 // verification, a prompt's last row after reuse): it joins a step whole.
 constexpr size_t kDecodeRows = 16;
 
+// A prefill row's share of a step is weighed by its attention work: a row
+// at context c costs 1 + c / kContextRows rows' worth of the step's budget,
+// so the slice of a prompt 600k positions in shrinks to a few rows and the
+// decode rows beside it keep steps about as short as at the prompt's start.
+// (Chosen, not fitted: at this context a row's attention reads about as
+// many cache bytes as the small bench model's other products of a row.)
+constexpr uint64_t kContextRows = 2048;
+
 // How often a waiting request asks its own `cancelled` and reports progress.
 constexpr std::chrono::milliseconds kClientPoll{20};
 
@@ -157,11 +165,19 @@ void StepScheduler::loop() {
     }
     std::stable_sort(prefills.begin(), prefills.end(),
                      [](const Work* a, const Work* b) { return a->client->order_ < b->client->order_; });
-    std::vector<size_t> left;
-    for (const Work* w : prefills) left.push_back(w->left());
+    // Shared in cost units (kContextRows), handed out in rows.
+    std::vector<size_t> left, cost;
+    for (const Work* w : prefills) {
+      const auto context = static_cast<uint64_t>(w->session->length());
+      cost.push_back(static_cast<size_t>(1 + context / kContextRows));
+      left.push_back(w->left() * cost.back());
+    }
     const size_t budget = static_cast<size_t>(step_rows_) > decode_rows ? static_cast<size_t>(step_rows_) - decode_rows : 0;
     const std::vector<size_t> give = share_prefill_rows(left, budget);
-    for (size_t i = 0; i < prefills.size(); ++i) step.push_back(prefills[i]), rows.push_back(give[i]);
+    for (size_t i = 0; i < prefills.size(); ++i) {
+      step.push_back(prefills[i]);
+      rows.push_back(std::clamp<size_t>(give[i] / cost[i], 1, prefills[i]->left()));
+    }
     pending_.clear();
     if (step.empty()) continue;
     lock.unlock();

@@ -193,12 +193,45 @@ TEST(StepScheduler, ACancelledPrefillStopsAtASliceBoundary) {
   auto c = s.client(0);
   HashSession h;
   const std::vector<uint32_t> t = tokens(400, 1);
+  // The first step waits at the gate until the request has asked to stop;
+  // the scheduler sees it before the second.
+  std::atomic<bool> stop{false}, asked{false};
   PassShape shape;
-  shape.cancelled = [&] { return h.length() >= 8; };  // after the first slice
-  const Rows got = c->forward(h, t, false, shape);
+  shape.cancelled = [&] {
+    if (!stop.load()) return false;
+    asked.store(true);
+    return true;
+  };
+  Rows got;
+  m.close_gate();
+  std::thread run([&] { got = c->forward(h, t, false, shape); });
+  for (int i = 0; i < 20'000 && m.recorded().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(m.recorded().size(), 1u);
+  stop.store(true);
+  for (int i = 0; i < 20'000 && !asked.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(asked.load());
+  m.open_gate();
+  run.join();
   EXPECT_EQ(got.T, 0u) << "a cancelled pass returns no logits";
-  EXPECT_EQ(h.length() % 8, 0) << "the session holds whole slices only";
-  EXPECT_LT(h.length(), 400);
+  const size_t steps = m.recorded().size();
+  EXPECT_EQ(steps, 1u) << "no step ran after the request asked to stop";
+  EXPECT_EQ(h.length(), 8) << "the session holds the one slice that ran";
+}
+
+TEST(StepScheduler, AFarPrefillGetsFewerRowsAStep) {
+  // A prefill 6,000 positions in costs 1 + 6000 / 2048 = 3 units a row:
+  // a budget of 12 gives it 4 rows a step.
+  RecordingModel m;
+  std::mutex model_mu;
+  StepScheduler s(m, model_mu, 12);
+  auto c = s.client(0);
+  HashSession h;
+  h.states.resize(6001, 1);
+  const std::vector<uint32_t> t = tokens(20, 1);
+  c->forward(h, t, false);
+  const auto steps = m.recorded();
+  ASSERT_EQ(steps.size(), 5u);
+  for (const auto& step : steps) EXPECT_EQ(step.at(0).second, 4u);
 }
 
 TEST(StepScheduler, AFailedStepFailsEveryRequestInIt) {

@@ -160,8 +160,10 @@ TEST(ConcurrentServe, AHugeMessageDoesNotStarveAOneWordChat) {
   }
   ASSERT_GT(huge_tokens, 100'000) << s.output();
   const auto sent = Clock::now();
-  const HttpResponse chat = post_json(
-      s.port(), "/v1/chat/completions", {{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 4}});
+  const json hi = {{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 4}};
+  HttpConnection chat_conn(s.port(), std::chrono::seconds(600));  // bounds a hang only
+  chat_conn.send(test::http_request_text("POST", "/v1/chat/completions", hi.dump()));
+  const HttpResponse chat = chat_conn.read_response();
   const double chat_s = seconds_since(sent);
   EXPECT_EQ(chat.status, 200) << chat.body;
   // Answered while the huge prompt is still being read.
@@ -171,7 +173,6 @@ TEST(ConcurrentServe, AHugeMessageDoesNotStarveAOneWordChat) {
   for (const json& r : after["running"])
     if (r["prompt_tokens"] == huge_tokens && r["phase"] == "prefill") huge_still_prefilling = true, done = r["prefill_done"];
   EXPECT_TRUE(huge_still_prefilling) << after.dump();
-  EXPECT_LT(chat_s, 120.0) << "bounds a hang only";
   std::printf("[ figure   ] a one-word chat beside a %lld-token prefill: answered in %.3f s (the huge prompt at %lld)\n",
               static_cast<long long>(huge_tokens), chat_s, static_cast<long long>(done));
   h.close(/*reset=*/true);
