@@ -9,6 +9,7 @@
 #include "engine/generate.h"
 #include "load/loaded_model.h"
 #include "engine/prefill.h"
+#include "engine/prefill_estimate.h"
 #include "engine/prompt_cache.h"
 #include "engine/prompt_disk_cache.h"
 #include "engine/stats_collector.h"
@@ -106,6 +107,9 @@ struct Engine::Impl {
   std::atomic<int> step_delay_ms{0}, prefill_delay_ms{0};  // EngineTestHooks
   int heat_unsaved_requests = 0;
   Clock::time_point heat_saved_at = Clock::now();
+  PrefillEstimate estimate;  // admission by time: observed after each prefill (engine/prefill_estimate.h)
+  std::atomic<int> runs_active{0};         // generations running now, and started so far: a prefill
+  std::atomic<uint64_t> runs_started{0};   // is measured only when it ran alone
 
   Impl(std::unique_ptr<LoadedModel> own, LoadedModel& model, EngineSettings settings, const std::atomic<bool>* stop)
       : owned(std::move(own)),
@@ -113,7 +117,8 @@ struct Engine::Impl {
         o(std::move(settings)),
         shutdown(stop),
         cache(m->causal(), o.prompt_cache_entries, o.prompt_cache_bytes),
-        drafters(o.draft, *m) {
+        drafters(o.draft, *m),
+        estimate(PrefillEstimate::prior_pair_ratio(m->summary())) {
     if (!o.prompt_cache_dir.empty() && o.prompt_cache_disk_bytes > 0)
       disk = std::make_unique<PromptDiskCache>(o.prompt_cache_dir, o.prompt_cache_disk_bytes, m->fingerprint,
                                                m->causal());
@@ -138,6 +143,7 @@ struct Engine::Impl {
            " positions, too few for a prompt and one token (--session-budget-mb, --cache-gb)");
     if (o.parallel < 1) fail("parallel requests: ", o.parallel, " (the least is 1)");
     if (o.parallel > 1) scheduler = std::make_unique<StepScheduler>(m->causal(), model_mu, o.step_rows);
+    if (o.calibrate_prefill) calibrate_prefill_estimate(estimate, m->causal(), *m->text, o.prefill_chunk, o.prefill_group);
   }
 
   uint64_t session_bytes(int64_t positions, int64_t prompt) const {
@@ -230,6 +236,14 @@ Outcome Engine::Impl::run(const GenerateRequest& request, const std::function<bo
   const bool chat = request.chat;
   const int64_t max_new = request.max_new;
   const auto t0 = Clock::now();
+  // A prefill's time is the engine's work for its positions only when it ran
+  // alone: nobody running at its start, nobody starting during it.
+  const bool alone_at_start = runs_active.fetch_add(1) == 0;
+  const uint64_t started = ++runs_started;
+  struct Leave {
+    std::atomic<int>& active;
+    ~Leave() { active.fetch_sub(1); }
+  } leave{runs_active};
   // Concurrent requests run on a scheduler client (passes stepped together);
   // one at a time, on the model itself.
   std::unique_ptr<StepScheduler::Client> client = scheduler ? scheduler->client(next_order++) : nullptr;
@@ -345,6 +359,8 @@ Outcome Engine::Impl::run(const GenerateRequest& request, const std::function<bo
       live.phase.store(2);
       live.prefill_done.store(n);
       out.prefill_seconds = since(t0);
+      if (alone_at_start && runs_started.load() == started && prefill_delay_ms.load() == 0)  // a test's delay measures nothing
+        estimate.observe(n - reused, reused, out.prefill_seconds);
       std::lock_guard lock(totals_mu);
       totals.requests++;
       totals.prefill_positions += n - reused;
@@ -467,6 +483,27 @@ void Engine::set_test_hooks(const EngineTestHooks& hooks) {
   impl_->step_delay_ms.store(hooks.step_delay_ms);
   impl_->prefill_delay_ms.store(hooks.prefill_delay_ms);
   if (impl_->scheduler) impl_->scheduler->set_prefill_step_delay_ms(hooks.prefill_delay_ms);
+  if (hooks.prefill_seconds_per_position > 0 || hooks.prefill_seconds_per_pair > 0)
+    impl_->estimate.fix(hooks.prefill_seconds_per_position, hooks.prefill_seconds_per_pair);
+}
+
+double Engine::estimate_prefill_seconds(int64_t positions, int64_t before) const {
+  return impl_->estimate.seconds(positions, before);
+}
+PrefillEstimate::Report Engine::prefill_estimate_report() const { return impl_->estimate.describe(); }
+
+// What reuse() would restore now, by the same rule (the disk when longer).
+// The disk is asked without disk_mu: available() reads file names only,
+// through members no write changes, and a slow write must not hold up a
+// request's admission.
+int64_t Engine::reusable_prefix(const std::vector<uint32_t>& prompt, const std::string& scope) const {
+  int64_t ram = 0;
+  {
+    std::lock_guard lock(impl_->cache_mu);
+    ram = impl_->cache.reusable(prompt, scope);
+  }
+  const int64_t disk = impl_->disk ? impl_->disk->available(prompt, ram, scope) : 0;
+  return std::max(ram, disk);
 }
 
 Engine::Progress Engine::Progress::of(const LiveProgress& live) {

@@ -26,6 +26,7 @@
 
 #include "speculative/draft_spec.h"
 #include "load/engine_options.h"
+#include "engine/prefill_estimate.h"
 #include "engine/run_stats.h"
 #include "model/common/chat_format.h"
 #include "tokenizer/token_text.h"
@@ -52,6 +53,10 @@ struct EngineSettings {
   // most `step_rows` rows (0 = StepScheduler::kDefaultStepRows).
   int parallel = 1;
   int64_t step_rows = 0;
+  // Time a 32-position prefill and 32 more at construction, to seed the
+  // prefill estimate (engine/prefill_estimate.h) before any request: `serve`
+  // does, for admission by time; `run` and tests do not pay for it.
+  bool calibrate_prefill = false;
 };
 
 // Tests only (Engine::set_test_hooks): slow a generation down so that a test
@@ -62,6 +67,11 @@ struct EngineTestHooks {
   int step_delay_ms = 0;     // sleep per token
   int prefill_delay_ms = 0;  // sleep at each prefill progress report (each layer of each pass);
                              // with parallel > 1, after every step that runs prefill rows
+  // Either > 0: the prefill estimate's rates are these, fixed (seconds per
+  // position, per query-key pair), so a test of admission by time does not
+  // depend on this machine's speed. A prefill slowed by prefill_delay_ms is
+  // never taken as a measurement.
+  double prefill_seconds_per_position = 0, prefill_seconds_per_pair = 0;
 };
 
 // What ends a generation besides max_new, the context limit and the caller.
@@ -158,6 +168,15 @@ public:
   // reentrant: one caller at a time.
   Outcome generate(const GenerateRequest& request, const std::function<bool(uint32_t)>& on_token,
                    const std::function<bool()>& cancelled = nullptr);
+
+  // Admission by time (engine/prefill_estimate.h): the estimated seconds to
+  // prefill `positions` new positions after `before` kept ones, at the rates
+  // measured so far; the rates and where they come from; and how much of
+  // `prompt` a generation started now would reuse from the prompt caches
+  // (RAM or disk) and not prefill. Safe while a generation runs.
+  double estimate_prefill_seconds(int64_t positions, int64_t before) const;
+  PrefillEstimate::Report prefill_estimate_report() const;
+  int64_t reusable_prefix(const std::vector<uint32_t>& prompt, const std::string& scope = "") const;
 
   // Tests only: see EngineTestHooks. Safe while a generation runs.
   void set_test_hooks(const EngineTestHooks& hooks);

@@ -20,21 +20,32 @@ uint64_t PromptCache::entry_bytes(const Entry& e) {
   return n;
 }
 
-PromptCache::Restored PromptCache::restore(const std::vector<uint32_t>& prompt, const std::string& scope) {
-  if (prompt.size() < 2) return {};
-  auto best = entries_.end();
+std::pair<std::list<PromptCache::Entry>::const_iterator, const SessionMark*> PromptCache::best(
+    const std::vector<uint32_t>& prompt, const std::string& scope) const {
+  auto best = entries_.cend();
   const SessionMark* best_mark = nullptr;
-  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+  if (prompt.size() < 2) return {best, best_mark};
+  for (auto it = entries_.cbegin(); it != entries_.cend(); ++it) {
     if (it->scope != scope) continue;
     const int64_t usable = static_cast<int64_t>(std::min(common_prefix(it->tokens, prompt), prompt.size() - 1));
     for (const auto& m : it->boundaries)
       if (m->length <= usable && m->length > 0 && (!best_mark || m->length > best_mark->length))
         best = it, best_mark = m.get();
   }
+  return {best, best_mark};
+}
+
+PromptCache::Restored PromptCache::restore(const std::vector<uint32_t>& prompt, const std::string& scope) {
+  const auto [best_entry, best_mark] = best(prompt, scope);
   if (!best_mark) return {};
-  Restored r{model_.copy_at(*best->session, *best_mark), best_mark->length};
-  entries_.splice(entries_.begin(), entries_, best);
+  Restored r{model_.copy_at(*best_entry->session, *best_mark), best_mark->length};
+  entries_.splice(entries_.begin(), entries_, best_entry);
   return r;
+}
+
+int64_t PromptCache::reusable(const std::vector<uint32_t>& prompt, const std::string& scope) const {
+  const SessionMark* mark = best(prompt, scope).second;
+  return mark ? mark->length : 0;
 }
 
 void PromptCache::put(std::vector<uint32_t> tokens, std::unique_ptr<ModelSession> session,

@@ -18,6 +18,7 @@
 #include <list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/common/causal_model.h"
@@ -40,6 +41,10 @@ public:
   };
   // Only entries kept under the same `scope` are used (GenerateRequest::cache_scope).
   Restored restore(const std::vector<uint32_t>& prompt, const std::string& scope = "");
+  // The length restore() would give now, without copying a state or
+  // touching the LRU order: what the server's admission by time counts as
+  // not to be prefilled.
+  int64_t reusable(const std::vector<uint32_t>& prompt, const std::string& scope = "") const;
 
   // Keeps `session` (which consumed `tokens`) with marks at `boundaries`
   // (each taken when the session had that length <= tokens.size()).
@@ -60,6 +65,9 @@ private:
     uint64_t bytes = 0;
   };
   static uint64_t entry_bytes(const Entry& e);
+  // The entry and mark restore() takes for `prompt` (end() and nullptr when none).
+  std::pair<std::list<Entry>::const_iterator, const SessionMark*> best(const std::vector<uint32_t>& prompt,
+                                                                       const std::string& scope) const;
   void evict_to_fit();
 
   const CausalModel& model_;
