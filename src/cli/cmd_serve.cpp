@@ -70,6 +70,16 @@ std::string default_model_name(const ModelArgs& a) {
   return name.empty() ? "deltafin" : name;
 }
 
+// The start line about admission by time: the calibrated rates and what they
+// make of a 1,000- and a 32,000-token prompt, against the limit.
+std::string describe_prefill_limit(const Engine& engine, double limit) {
+  const PrefillEstimate::Report r = engine.prefill_estimate_report();
+  return cat("prefill estimate (", r.source, "): ", r.seconds_per_position, " s per position, ", r.seconds_per_pair,
+             " s per query-key pair; a 1k-token prompt ", engine.estimate_prefill_seconds(1000, 0), " s, 32k ",
+             engine.estimate_prefill_seconds(32000, 0), " s; --max-prefill-seconds ",
+             limit > 0 ? cat(limit, " s") : std::string("0 (no limit)"));
+}
+
 int serve(ServeArgs a) {
   // Checked before the model loads (a K3 spine takes minutes), so a wrong
   // DELTAFIN_POLLER fails at once; the event loop reads it again.
@@ -95,6 +105,7 @@ int serve(ServeArgs a) {
   a.session.apply(so);
   so.prompt_cache_dir = a.prompt_cache.dir_for(a.model);
   so.prompt_cache_disk_bytes = a.prompt_cache.budget_bytes();
+  so.calibrate_prefill = true;  // seeds admission by time (--max-prefill-seconds) before the first request
   a.server.header_timeout_ms = static_cast<int64_t>(a.header_timeout_s * 1000);
   a.server.body_timeout_ms = static_cast<int64_t>(a.body_timeout_s * 1000);
   a.server.idle_timeout_ms = static_cast<int64_t>(a.idle_timeout_s * 1000);
@@ -107,6 +118,7 @@ int serve(ServeArgs a) {
   engine.set_test_hooks(hooks);
   std::fprintf(stderr, "%s\n", describe_model(engine.model_info()).c_str());
   std::fprintf(stderr, "serve: speculative drafting: %s\n", engine.drafter().c_str());
+  std::fprintf(stderr, "serve: %s\n", describe_prefill_limit(engine, a.server.max_prefill_seconds).c_str());
   if (!engine.chat()) std::fprintf(stderr, "serve: chat completions are refused: %s\n", engine.chat_missing().c_str());
   ApiServer server(engine, a.server);
   const int port = server.bind();
@@ -189,6 +201,16 @@ and the budget. /health reports the context, the budget, the session bytes per p
 request's phase (idle, prefill with tokens done of total, decode with tokens made), the queue, the
 connections and speculation's rounds, drafted and accepted tokens.
 
+Admission by time: a request whose prefill is estimated above --max-prefill-seconds (default 600: ten
+minutes, the OpenAI and Anthropic SDKs' default timeout, so their default client gives up first; a
+megabyte of hostile prompt costs hours) gets a 400 prefill_too_long naming its tokens, the estimate and
+the limit; 0 = no limit. The estimate is a x positions + b x query-key pairs over the positions it would
+not reuse from a kept state, at rates fitted to every prefill that ran alone (decayed least squares),
+seeded at start by timing two 32-position passes (on a streamed store they read those positions'
+experts).
+/health's "prefill_estimate" gives the rates, their source and a 1k- and 32k-token prompt's estimate; a
+429 says how much estimated prefill the line holds. docs/http.md: the model and its limits.
+
 Prompt reuse: after each request the session state is kept (snapshots at the prompt's last-but-one
 position and at the end of the output; --prompt-cache-slots entries, LRU, at most --prompt-cache-mb); a
 request whose tokens start with a kept prefix continues from it (usage.prompt_tokens_details.
@@ -231,6 +253,11 @@ honoured (images, logprobs, n > 1, batched prompts) get HTTP 400 {"error": {"mes
       ->capture_default_str();
   sub->add_option("--queue", a->server.queue, "Requests that may wait behind the generating ones; more get 429")
       ->transform(whole_number(0, 4096))
+      ->capture_default_str();
+  sub->add_option("--max-prefill-seconds", a->server.max_prefill_seconds,
+                  "Refuse (400 prefill_too_long) a prompt whose prefill is estimated above this many seconds; "
+                  "0 = no limit. The default is the OpenAI and Anthropic SDKs' default timeout")
+      ->check(number(0))
       ->capture_default_str();
   sub->add_option("--max-tokens", a->max_tokens, "Most tokens one request may generate, and the default")
       ->transform(whole_number(1, kMaxTokens))

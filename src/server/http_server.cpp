@@ -59,6 +59,13 @@ const char* error_type(int status) {
   }
 }
 
+// Seconds as a person reads them: whole above 100, else three digits.
+std::string seconds_text(double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, s >= 100 ? "%.0f" : "%.3g", s);
+  return b;
+}
+
 // The Anthropic route's names for what the chat form calls response_format.
 api::ApiError anthropic_names(const api::ApiError& e) {
   if (!e.param.starts_with("response_format")) return e;
@@ -228,6 +235,24 @@ json progress_json(const Engine::Progress& p, const Engine& engine) {
   return j;
 }
 
+// /health's "prefill_estimate": the rates, where they come from, and what
+// they make of a 1,000- and a 32,000-token prompt with nothing reused.
+json prefill_estimate_json(const Engine& engine, double limit) {
+  const PrefillEstimate::Report r = engine.prefill_estimate_report();
+  return {{"source", r.source},
+          {"seconds_per_position", r.seconds_per_position},
+          {"seconds_per_pair", r.seconds_per_pair},
+          {"pair_rate", r.pair_rate},
+          {"prior_pair_ratio", r.prior_pair_ratio},
+          {"calibration_samples", r.calibration_samples},
+          {"measured_samples", r.measured_samples},
+          {"ignored_samples", r.ignored_samples},
+          {"context_spread", r.context_spread},
+          {"prompt_1k_seconds", engine.estimate_prefill_seconds(1000, 0)},
+          {"prompt_32k_seconds", engine.estimate_prefill_seconds(32000, 0)},
+          {"max_prefill_seconds", limit}};
+}
+
 }  // namespace
 
 void ApiServer::handle_health(http::Exchange& ex) {
@@ -261,6 +286,7 @@ void ApiServer::handle_health(http::Exchange& ex) {
             {"prompt_cache", {{"entries", t.cache_entries}, {"bytes", t.cache_bytes},
                               {"disk", {{"hits", t.disk_hits}, {"writes", t.disk_writes}, {"rejected", t.disk_rejected},
                                         {"evicted", t.disk_evicted}, {"bytes", t.disk_bytes}}}}},
+            {"prefill_estimate", prefill_estimate_json(engine_, o_.max_prefill_seconds)},
             {"connections", {{"open", s.open}, {"accepted", s.accepted}, {"refused", s.refused}, {"timeouts", s.timeouts},
                              {"protocol_errors", s.protocol_errors}, {"buffered_bytes", s.buffered_bytes}}}};
   send_json(ex, 200, j);
@@ -311,8 +337,28 @@ int64_t ApiServer::token_count(const api::GenerationRequest& r) const {
   return static_cast<int64_t>(engine_.chat()->render(r.messages, o).tokens.size());
 }
 
+// Admission by time: a prompt's prefill is estimated at the engine's measured
+// rates (engine/prefill_estimate.h) for the positions it would not reuse from
+// a kept state now; that state may be gone by its turn, so the estimate can
+// be low for a request that waits.
+double ApiServer::check_prefill_time(const PreparedPrompt& prompt, const std::string& scope) const {
+  const int64_t n = static_cast<int64_t>(prompt.tokens.size());
+  const int64_t reused = engine_.reusable_prefix(prompt.tokens, scope);
+  const double s = engine_.estimate_prefill_seconds(n - reused, reused);
+  if (o_.max_prefill_seconds > 0 && s > o_.max_prefill_seconds)
+    throw ApiError(400,
+                   cat("The prompt's prefill would take too long: ", n, " tokens (", reused,
+                       " of them kept from an earlier request) are estimated at ", seconds_text(s),
+                       " s of prefill at this server's measured rates; the limit is ",
+                       seconds_text(o_.max_prefill_seconds), " s (--max-prefill-seconds). Shorten the prompt"),
+                   prompt.chat ? "messages" : "prompt", "prefill_too_long");
+  return s;
+}
+
 void ApiServer::run_admitted(std::unique_ptr<Job> job, const std::string& id_prefix, AnswerWriter& writer,
                              http::Exchange& ex) {
+  const std::string scope = cache_scope(ex.request());
+  const double prefill_s = check_prefill_time(job->prompt, scope);
   // The session memory the request may hold: its prompt and every token it may make.
   const auto n = static_cast<int64_t>(job->prompt.tokens.size());
   const int64_t positions = std::min(engine_.context_limit(), n + std::max<int64_t>(job->prompt.max_new, 0));
@@ -321,10 +367,18 @@ void ApiServer::run_admitted(std::unique_ptr<Job> job, const std::string& id_pre
     return send_error(ex,
                       ApiError(429,
                                cat("The server is busy: ", admission_.parallel(), " request(s) generating (--parallel) and ",
-                                   o_.queue, " waiting (--queue); retry later"),
+                                   o_.queue, " waiting (--queue), with an estimated ",
+                                   seconds_text(line_prefill_seconds_.load()), " s of prefill among them; retry later"),
                                "", "queue_full", "rate_limit_error"),
                       {{"Retry-After", std::to_string(static_cast<int64_t>(retry_after_seconds()))}});
-  job->cache_scope = cache_scope(ex.request());
+  job->cache_scope = scope;
+  // This request's estimate counts in the line's until it ends.
+  struct InLine {
+    std::atomic<double>& total;
+    double s;
+    ~InLine() { total.fetch_sub(s); }
+  } in_line{line_prefill_seconds_, prefill_s};
+  line_prefill_seconds_.fetch_add(prefill_s);
   const std::string sep = id_prefix.back() == '_' ? "_" : "-";
   job->head.id = id_prefix + std::to_string(started_) + sep + std::to_string(next_id_++);
   job->head.created = unix_now();

@@ -40,6 +40,12 @@ namespace deltafin {
 // Whose prompts a request may reuse (see ApiServer::cache_scope).
 enum class PromptCacheScope { Key, Global };
 
+// --max-prefill-seconds' default, ten minutes: the default request timeout
+// of the OpenAI and Anthropic SDKs, so a client with default settings would
+// give up before a longer prefill ended, and far below the hours a hostile
+// megabyte prompt costs.
+inline constexpr double kDefaultMaxPrefillSeconds = 600;
+
 struct ServerOptions {
   std::string host = "127.0.0.1";  // loopback unless told otherwise
   int port = 8000;                 // 0 = any free port (bind() says which)
@@ -63,6 +69,10 @@ struct ServerOptions {
   // the request's turn).
   int64_t keepalive_ms = 5'000;
   bool log_requests = true;        // one line per request on stderr
+  // Admission by time: a request whose prefill the engine estimates
+  // (Engine::estimate_prefill_seconds, its reused prefix not counted) at more
+  // than this many seconds gets 400 prefill_too_long; 0 = no limit.
+  double max_prefill_seconds = kDefaultMaxPrefillSeconds;
 };
 
 class ApiServer {
@@ -95,6 +105,9 @@ private:
   void send_json(http::Exchange& ex, int status, const nlohmann::json& body, const http::Headers& extra = {}) const;
   void send_error(http::Exchange& ex, const api::ApiError& e, const http::Headers& extra = {}) const;
   double retry_after_seconds() const;
+  // The estimated seconds of `prompt`'s prefill (its reusable prefix not
+  // counted); 400 prefill_too_long when that exceeds --max-prefill-seconds.
+  double check_prefill_time(const PreparedPrompt& prompt, const std::string& scope) const;
 
   Engine& engine_;
   ServerOptions o_;
@@ -104,6 +117,7 @@ private:
   std::atomic<bool> stopping_{false};
   int64_t started_ = 0;
   std::atomic<double> seconds_per_request_{1.0};  // moving average, for Retry-After
+  std::atomic<double> line_prefill_seconds_{0};   // estimated prefill of the requests in line, for the 429
   std::atomic<uint64_t> next_id_{1};
 };
 

@@ -136,11 +136,14 @@ TEST(ConcurrentServe, RequestsSideBySideGetTheAnswersTheyGetAlone) {
 }
 
 // The hostile case of the issue: a 1 MB message is admitted (the memory
-// budget holds it; no time limit here) and its prefill takes hours, yet a
-// one-word chat sent beside it is answered while that prefill goes on.
+// budget holds it; no time limit here: --max-prefill-seconds 0, as the
+// default refuses it, tests/server/prefill_admission_test.cpp) and its
+// prefill takes hours, yet a one-word chat sent beside it is answered while
+// that prefill goes on.
 TEST(ConcurrentServe, AHugeMessageDoesNotStarveAOneWordChat) {
   ServeProcess s({"--model", test::tiny_checkpoint_dir(1), "--served-model-name", "tiny", "--max-request-bytes",
-                  "2000000", "--prompt-cache-slots", "0", "--threads", "1", "--max-tokens", "8"});
+                  "2000000", "--prompt-cache-slots", "0", "--threads", "1", "--max-tokens", "8",
+                  "--max-prefill-seconds", "0"});
   ASSERT_TRUE(s.error().empty()) << s.error() << s.output();
   std::string text;
   std::mt19937 rng(7);
