@@ -189,7 +189,7 @@ in arrival order, beyond that 429 with Retry-After. A client
 that disconnects while waiting, while its prompt is prefilled or while its tokens are made is noticed and
 its work stops within about 20 ms of model time (the prefill is checked between slices, experts and
 attention heads, not only between layers); it is logged as cancelled. SIGINT / SIGTERM stop
-gracefully: no new connections, the running request cancelled the same way (a stream ends with a 503
+gracefully: no new connections, the running requests cancelled the same way (a stream ends with a 503
 shutting_down event and no [DONE]), queued requests answered 503 shutting_down, heat saved.
 
 Admission by cost: a request's session (KDA state, MLA caches of every position, the prefill pass's

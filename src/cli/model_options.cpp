@@ -106,7 +106,7 @@ void add_session_options(CLI::App* sub, SessionArgs& a) {
                   "at most the model's")
       ->transform(whole_number(0, kMaxTokens));
   sub->add_option("--session-budget-mb", a.session_budget_mb,
-                  "MB of RAM for the running request's session state; 0 or none: 80% of what the spine, expert "
+                  "MB of RAM for the running requests' session states together (serve --parallel); 0 or none: 80% of what the spine, expert "
                   "cache and prompt cache leave")
       ->check(number(0));
 }

@@ -21,6 +21,9 @@ constexpr size_t kDecodeRows = 16;
 // many cache bytes as the small bench model's other products of a row.)
 constexpr uint64_t kContextRows = 2048;
 
+// Steps between two measurements of a decode step alone (pacing).
+constexpr int64_t kRemeasureSteps = 64;
+
 // How often a waiting request asks its own `cancelled` and reports progress.
 constexpr std::chrono::milliseconds kClientPoll{20};
 
@@ -47,8 +50,8 @@ struct StepScheduler::Work {
   bool decode() const { return verify || tokens.size() <= kDecodeRows; }
 };
 
-StepScheduler::StepScheduler(CausalModel& model, std::mutex& model_mu, int64_t step_rows)
-    : model_(model), model_mu_(model_mu), step_rows_(step_rows > 0 ? step_rows : kDefaultStepRows) {
+StepScheduler::StepScheduler(CausalModel& model, std::mutex& model_mu, int64_t step_rows, bool pace)
+    : model_(model), model_mu_(model_mu), step_rows_(step_rows > 0 ? step_rows : kDefaultStepRows), pace_(pace) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -63,6 +66,30 @@ StepScheduler::~StepScheduler() {
 
 std::unique_ptr<StepScheduler::Client> StepScheduler::client(uint64_t order) {
   return std::make_unique<Client>(*this, order);
+}
+
+size_t prefill_budget_beside_decode(double decode_step_s, double prefill_unit_s, size_t budget) {
+  if (decode_step_s <= 0 || prefill_unit_s <= 0) return budget;  // not measured yet
+  const double units = decode_step_s / prefill_unit_s;
+  return std::clamp<size_t>(units >= static_cast<double>(budget) ? budget : static_cast<size_t>(units), 1, std::max<size_t>(budget, 1));
+}
+
+// Decode-only steps give the decode step's time; steps with prefill units
+// give a unit's time beyond it. Moving averages: the rates drift with the
+// context and the cache.
+void StepScheduler::learn_pace(double seconds, bool decoding, size_t prefill_units) {
+  constexpr double kKeep = 0.8;
+  ++steps_since_decode_alone_;
+  if (prefill_units == 0) {
+    if (decoding) {
+      decode_step_s_ = decode_step_s_ > 0 ? kKeep * decode_step_s_ + (1 - kKeep) * seconds : seconds;
+      steps_since_decode_alone_ = 0;
+    }
+    return;
+  }
+  const double base = decoding ? decode_step_s_ : 0;
+  const double unit = std::max(seconds - base, 0.0) / static_cast<double>(prefill_units);
+  prefill_unit_s_ = prefill_unit_s_ > 0 ? kKeep * prefill_unit_s_ + (1 - kKeep) * unit : unit;
 }
 
 StepScheduler::Stats StepScheduler::stats() const {
@@ -167,21 +194,33 @@ void StepScheduler::loop() {
                      [](const Work* a, const Work* b) { return a->client->order_ < b->client->order_; });
     // Shared in cost units (kContextRows), handed out in rows.
     std::vector<size_t> left, cost;
+    size_t units = 0;
     for (const Work* w : prefills) {
       const auto context = static_cast<uint64_t>(w->session->length());
       cost.push_back(static_cast<size_t>(1 + context / kContextRows));
       left.push_back(w->left() * cost.back());
     }
-    const size_t budget = static_cast<size_t>(step_rows_) > decode_rows ? static_cast<size_t>(step_rows_) - decode_rows : 0;
+    size_t budget = static_cast<size_t>(step_rows_) > decode_rows ? static_cast<size_t>(step_rows_) - decode_rows : 0;
+    // The decode step's time is measured on a step of decode rows alone:
+    // the first time requests decode beside a prefill, and every
+    // kRemeasureSteps after (it grows with the decoders' contexts).
+    const bool decode_alone = pace_ && decode_rows > 0 && !prefills.empty() &&
+                              (steps_since_decode_alone_ >= kRemeasureSteps || decode_step_s_ <= 0);
+    if (pace_ && decode_rows > 0) budget = prefill_budget_beside_decode(decode_step_s_, prefill_unit_s_, budget);
     const std::vector<size_t> give = share_prefill_rows(left, budget);
-    for (size_t i = 0; i < prefills.size(); ++i) {
+    for (size_t i = 0; i < prefills.size() && !decode_alone; ++i) {
       step.push_back(prefills[i]);
       rows.push_back(std::clamp<size_t>(give[i] / cost[i], 1, prefills[i]->left()));
+      units += rows.back() * cost[i];
     }
     pending_.clear();
+    for (Work* w : prefills)  // a prefill left out of a decode-only step waits for the next
+      if (std::find(step.begin(), step.end(), w) == step.end()) pending_.push_back(w);
     if (step.empty()) continue;
     lock.unlock();
+    const auto t0 = std::chrono::steady_clock::now();
     run_step(step, rows);
+    learn_pace(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), decode_rows > 0, units);
     lock.lock();
     last_step_parts_ = 0;
     for (Work* w : step) {

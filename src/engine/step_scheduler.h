@@ -18,11 +18,17 @@
 //   1. Decoding first: every waiting decode pass (a token, or a verification
 //      of drafted tokens) joins the step whole.
 //   2. Prefill in slices: the step's row budget (`step_rows`) left after the
-//      decode rows is shared equally between the prompts being prefilled;
+//      decode rows is shared equally between the prompts being prefilled
+//      (a row far into a long context weighs more: its attention reads it);
 //      what one does not need goes to the others, oldest request first, and
 //      every prefill gets at least one row. A 600k-token prompt so advances a
 //      slice per step while short chats beside it decode every step and
-//      finish their own prefill in a step or two.
+//      finish their own prefill in a step or two. While requests are
+//      decoding, the prefill slices are also paced: at most as much prefill
+//      work as one decode step takes, from the steps' measured times, so a
+//      decode token beside a prefill takes about twice what it takes alone
+//      (a row budget alone let a slow model's 256-row slice hold every
+//      decoding request for seconds a token).
 //   3. A verification (speculation) is its own pass in the step (its session
 //      keeps what keep_verified needs), run before the batched pass.
 // After a step, the scheduler waits briefly (kGatherWait) for the requests
@@ -47,6 +53,11 @@
 
 namespace deltafin {
 
+// Prefill units that fit beside decoding: as many as take one decode step's
+// time (decode_step_s / prefill_unit_s), within `budget`, at least one; the
+// whole budget while either time is unmeasured.
+size_t prefill_budget_beside_decode(double decode_step_s, double prefill_unit_s, size_t budget);
+
 class StepScheduler {
 public:
   static constexpr std::chrono::microseconds kGatherWait{2'000};
@@ -56,7 +67,9 @@ public:
   // pass and for the model calls a Client makes outside the scheduler
   // (keep_verified, capture layers; the drafters take it too): the model's
   // scratch and the backend are not reentrant.
-  StepScheduler(CausalModel& model, std::mutex& model_mu, int64_t step_rows);
+  // `pace`: cap the prefill beside decoding by measured time (off in the
+  // policy tests, whose model takes no time).
+  StepScheduler(CausalModel& model, std::mutex& model_mu, int64_t step_rows, bool pace = true);
   ~StepScheduler();
   StepScheduler(const StepScheduler&) = delete;
   StepScheduler& operator=(const StepScheduler&) = delete;
@@ -86,10 +99,14 @@ private:
   bool gather(std::unique_lock<std::mutex>& lock);
   void run_step(std::vector<Work*>& step, std::vector<size_t>& rows);
   Rows submit(Work& w, const PassShape& shape);
+  void learn_pace(double seconds, bool decoding, size_t prefill_units);
 
   CausalModel& model_;
   std::mutex& model_mu_;
   const int64_t step_rows_;
+  const bool pace_;
+  double decode_step_s_ = 0, prefill_unit_s_ = 0;  // the scheduler thread's
+  int64_t steps_since_decode_alone_ = 0;
   mutable std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   std::deque<Work*> pending_;

@@ -117,7 +117,7 @@ void wait_waiting(const StepScheduler& s, size_t n) {
 TEST(StepScheduler, DecodeFirstThenThePrefillBudgetSharedOldestFirst) {
   RecordingModel m;
   std::mutex model_mu;
-  StepScheduler s(m, model_mu, 10);
+  StepScheduler s(m, model_mu, 10, /*pace=*/false);
   // Request 9 holds the first step at the gate while the others hand in
   // their passes, so the second step sees them all at once.
   m.close_gate();
@@ -223,7 +223,7 @@ TEST(StepScheduler, AFarPrefillGetsFewerRowsAStep) {
   // a budget of 12 gives it 4 rows a step.
   RecordingModel m;
   std::mutex model_mu;
-  StepScheduler s(m, model_mu, 12);
+  StepScheduler s(m, model_mu, 12, /*pace=*/false);
   auto c = s.client(0);
   HashSession h;
   h.states.resize(6001, 1);
@@ -269,6 +269,15 @@ TEST(StepScheduler, AFailedStepFailsEveryRequestInIt) {
   t1.join();
   EXPECT_NE(e0.find("expert read failed"), std::string::npos) << e0;
   EXPECT_TRUE(e1.empty()) << "the second request ran in the next step: " << e1;
+}
+
+TEST(StepScheduler, PrefillBesideDecodingTakesAboutOneDecodeStep) {
+  // A decode step of 0.5 s and 1/32 s a prefill unit: 16 units fit.
+  EXPECT_EQ(prefill_budget_beside_decode(0.5, 0.03125, 256), 16u);
+  EXPECT_EQ(prefill_budget_beside_decode(0.6, 0.001, 256), 256u);  // within the row budget
+  EXPECT_EQ(prefill_budget_beside_decode(0.001, 0.5, 256), 1u);    // at least one row
+  EXPECT_EQ(prefill_budget_beside_decode(0.0, 0.5, 256), 256u);    // unmeasured: the row budget
+  EXPECT_EQ(prefill_budget_beside_decode(0.6, 0.0, 256), 256u);
 }
 
 }  // namespace
