@@ -143,23 +143,28 @@ bool StepScheduler::gather(std::unique_lock<std::mutex>& lock) {
   return true;
 }
 
-// Rows each prefill gets this step: the budget shared equally, what one does
-// not need going to the others, older first; at least one row each.
 namespace {
+
+// Units of the prefill budget each prompt gets this step (`left` in age
+// order, oldest first). The oldest is guaranteed a quarter of the budget, so
+// a long prompt always advances however many short ones arrive; the rest goes
+// to the prompts with the least left first (shortest remaining first: a chat
+// behind a huge prompt has its first token after a step or two, and of
+// several equal prompts one finishes before the next begins, rather than all
+// finishing together late); what they leave goes back to the oldest.
 std::vector<size_t> share_prefill_rows(const std::vector<size_t>& left, size_t budget) {
   std::vector<size_t> give(left.size(), 0);
-  size_t rest = budget;
-  for (;;) {
-    size_t open = 0;
-    for (size_t i = 0; i < left.size(); ++i) open += give[i] < left[i];
-    if (open == 0 || rest == 0) break;
-    const size_t share = std::max<size_t>(rest / open, 1);
-    for (size_t i = 0; i < left.size() && rest > 0; ++i) {
-      const size_t g = std::min({share, left[i] - give[i], rest});
-      give[i] += g, rest -= g;
-    }
+  if (left.empty()) return give;
+  give[0] = std::min(left[0], std::max<size_t>(budget / 4, 1));
+  size_t rest = budget > give[0] ? budget - give[0] : 0;
+  std::vector<size_t> order;
+  for (size_t i = 1; i < left.size(); ++i) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return left[a] < left[b]; });
+  for (size_t i : order) {
+    const size_t g = std::min(left[i], rest);
+    give[i] += g, rest -= g;
   }
-  for (size_t i = 0; i < left.size(); ++i) give[i] = std::max<size_t>(give[i], std::min<size_t>(left[i], 1));
+  give[0] += std::min(left[0] - give[0], rest);
   return give;
 }
 }  // namespace
@@ -209,6 +214,7 @@ void StepScheduler::loop() {
     if (pace_ && decode_rows > 0) budget = prefill_budget_beside_decode(decode_step_s_, prefill_unit_s_, budget);
     const std::vector<size_t> give = share_prefill_rows(left, budget);
     for (size_t i = 0; i < prefills.size() && !decode_alone; ++i) {
+      if (give[i] == 0) continue;  // waits for a later step
       step.push_back(prefills[i]);
       rows.push_back(std::clamp<size_t>(give[i] / cost[i], 1, prefills[i]->left()));
       units += rows.back() * cost[i];

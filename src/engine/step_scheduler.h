@@ -18,17 +18,18 @@
 //   1. Decoding first: every waiting decode pass (a token, or a verification
 //      of drafted tokens) joins the step whole.
 //   2. Prefill in slices: the step's row budget (`step_rows`) left after the
-//      decode rows is shared equally between the prompts being prefilled
-//      (a row far into a long context weighs more: its attention reads it);
-//      what one does not need goes to the others, oldest request first, and
-//      every prefill gets at least one row. A 600k-token prompt so advances a
-//      slice per step while short chats beside it decode every step and
-//      finish their own prefill in a step or two. While requests are
-//      decoding, the prefill slices are also paced: at most as much prefill
-//      work as one decode step takes, from the steps' measured times, so a
-//      decode token beside a prefill takes about twice what it takes alone
-//      (a row budget alone let a slow model's 256-row slice hold every
-//      decoding request for seconds a token).
+//      decode rows goes to the prompts being prefilled: a quarter is the
+//      oldest's (so a long prompt always advances), the rest goes to the
+//      prompts with the least left first, and what they leave back to the
+//      oldest. A 600k-token prompt so advances a slice per step while a chat
+//      sent beside it is prefilled in a step or two and then decodes every
+//      step. A row far into a long context weighs more (its attention reads
+//      the whole context). While requests are decoding, the prefill slices
+//      are also paced: at most as much prefill work as one decode step
+//      takes, from the steps' measured times, so a decode token beside a
+//      prefill takes about twice what it takes alone (a row budget alone let
+//      a slow model's 256-row slice hold every decoding request for seconds
+//      a token).
 //   3. A verification (speculation) is its own pass in the step (its session
 //      keeps what keep_verified needs), run before the batched pass.
 // After a step, the scheduler waits briefly (kGatherWait) for the requests

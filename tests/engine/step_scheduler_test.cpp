@@ -1,7 +1,6 @@
 // StepScheduler's policy on a model that only records what each step held:
-// decode passes join whole and first, the rest of the row budget is shared
-// between prefills (what one does not need going to the others, older
-// first, at least a row each), a sliced pass gives what the whole pass
+// decode passes join whole and first, the rest of the row budget goes to the
+// prefills (a quarter the oldest's, the rest to the least left first), a sliced pass gives what the whole pass
 // gives, cancellation happens between steps at a slice boundary, and an
 // error reaches every request of its step.
 #include <gtest/gtest.h>
@@ -114,7 +113,7 @@ void wait_waiting(const StepScheduler& s, size_t n) {
   ASSERT_EQ(s.waiting(), n);
 }
 
-TEST(StepScheduler, DecodeFirstThenThePrefillBudgetSharedOldestFirst) {
+TEST(StepScheduler, DecodeFirstThenTheOldestsQuarterThenTheShortestPrefill) {
   RecordingModel m;
   std::mutex model_mu;
   StepScheduler s(m, model_mu, 10, /*pace=*/false);
@@ -148,17 +147,17 @@ TEST(StepScheduler, DecodeFirstThenThePrefillBudgetSharedOldestFirst) {
   for (auto& t : threads) t.join();
   tb.join();
   const auto steps = m.recorded();
-  ASSERT_GE(steps.size(), 3u);
+  ASSERT_GE(steps.size(), 4u);
   EXPECT_EQ(steps.size(), 8u);
-  // Step 2: the decodes whole and first; the 8 rows left shared by A and B (4 each).
-  const std::vector<std::pair<int, size_t>> second = {{2, 1}, {3, 1}, {0, 4}, {1, 4}};
+  // Step 2: the decodes whole and first; of the 8 rows left, 2 are A's (a
+  // quarter: the oldest's), 6 go to B (the least left).
+  const std::vector<std::pair<int, size_t>> second = {{2, 1}, {3, 1}, {0, 2}, {1, 6}};
   EXPECT_EQ(steps[1], second);
-  // Steps 3-5: 5 rows each; step 6: B needs 1 of its 5, A takes the other 9.
-  const std::vector<std::pair<int, size_t>> third = {{0, 5}, {1, 5}}, sixth = {{0, 9}, {1, 1}};
+  // Step 3: 10 rows, A's quarter 2, B 8; step 4: B's last 6, A 2 + the 2 left.
+  const std::vector<std::pair<int, size_t>> third = {{0, 2}, {1, 8}}, fourth = {{0, 4}, {1, 6}};
   EXPECT_EQ(steps[2], third);
-  ASSERT_GE(steps.size(), 6u);
-  EXPECT_EQ(steps[5], sixth);
-  // Then A alone, 10 rows a step: 40 = 4 + 5 + 5 + 5 + 9 + 10 + 2.
+  EXPECT_EQ(steps[3], fourth);
+  // Then A alone, 10 rows a step: 40 = 2 + 2 + 4 + 10 + 10 + 10 + 2.
   size_t a_rows = 0;
   for (const auto& step : steps)
     for (const auto& [id, n] : step) a_rows += id == 0 ? n : 0;
