@@ -142,7 +142,8 @@ struct Engine::Impl {
       fail("the session budget of ", session_budget, " bytes holds ", fits,
            " positions, too few for a prompt and one token (--session-budget-mb, --cache-gb)");
     if (o.parallel < 1) fail("parallel requests: ", o.parallel, " (the least is 1)");
-    if (o.parallel > 1) scheduler = std::make_unique<StepScheduler>(m->causal(), model_mu, o.step_rows);
+    if (o.parallel > 1)
+      scheduler = std::make_unique<StepScheduler>(m->causal(), model_mu, o.step_rows, /*pace=*/true, /*whole_alone=*/m->stream);
     if (o.calibrate_prefill) calibrate_prefill_estimate(estimate, m->causal(), *m->text, o.prefill_chunk, o.prefill_group);
   }
 

@@ -50,8 +50,9 @@ struct StepScheduler::Work {
   bool decode() const { return verify || tokens.size() <= kDecodeRows; }
 };
 
-StepScheduler::StepScheduler(CausalModel& model, std::mutex& model_mu, int64_t step_rows, bool pace)
-    : model_(model), model_mu_(model_mu), step_rows_(step_rows > 0 ? step_rows : kDefaultStepRows), pace_(pace) {
+StepScheduler::StepScheduler(CausalModel& model, std::mutex& model_mu, int64_t step_rows, bool pace, bool whole_alone)
+    : model_(model), model_mu_(model_mu), step_rows_(step_rows > 0 ? step_rows : kDefaultStepRows), pace_(pace),
+      whole_alone_(whole_alone) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -217,6 +218,8 @@ void StepScheduler::loop() {
       if (give[i] == 0) continue;  // waits for a later step
       step.push_back(prefills[i]);
       rows.push_back(std::clamp<size_t>(give[i] / cost[i], 1, prefills[i]->left()));
+      // Streamed experts: a lone prompt's pass runs whole (a slice re-reads its rows' experts).
+      if (whole_alone_ && decode_rows == 0 && prefills.size() == 1) rows.back() = prefills[i]->left();
       units += rows.back() * cost[i];
     }
     pending_.clear();

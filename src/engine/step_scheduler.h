@@ -70,7 +70,9 @@ public:
   // scratch and the backend are not reentrant.
   // `pace`: cap the prefill beside decoding by measured time (off in the
   // policy tests, whose model takes no time).
-  StepScheduler(CausalModel& model, std::mutex& model_mu, int64_t step_rows, bool pace = true);
+  // `whole_alone`: a prefill with nothing else waiting runs its pass whole
+  // (streamed experts: a slice re-reads the experts its rows route to).
+  StepScheduler(CausalModel& model, std::mutex& model_mu, int64_t step_rows, bool pace = true, bool whole_alone = false);
   ~StepScheduler();
   StepScheduler(const StepScheduler&) = delete;
   StepScheduler& operator=(const StepScheduler&) = delete;
@@ -105,7 +107,7 @@ private:
   CausalModel& model_;
   std::mutex& model_mu_;
   const int64_t step_rows_;
-  const bool pace_;
+  const bool pace_, whole_alone_;
   double decode_step_s_ = 0, prefill_unit_s_ = 0;  // the scheduler thread's
   int64_t steps_since_decode_alone_ = 0;
   mutable std::mutex mu_;

@@ -279,6 +279,19 @@ TEST(StepScheduler, PrefillBesideDecodingTakesAboutOneDecodeStep) {
   EXPECT_EQ(prefill_budget_beside_decode(0.6, 0.0, 256), 256u);
 }
 
+TEST(StepScheduler, ALonePrefillRunsWholeWhereSlicesWouldRereadExperts) {
+  RecordingModel m;
+  std::mutex model_mu;
+  StepScheduler s(m, model_mu, 8, /*pace=*/false, /*whole_alone=*/true);
+  auto c = s.client(0);
+  HashSession h;
+  const std::vector<uint32_t> t = tokens(50, 3);
+  c->forward(h, t, false);
+  const auto steps = m.recorded();
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].at(0).second, 50u);
+}
+
 }  // namespace
 }  // namespace step_scheduler_test
 }  // namespace deltafin
