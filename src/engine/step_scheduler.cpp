@@ -69,9 +69,11 @@ std::unique_ptr<StepScheduler::Client> StepScheduler::client(uint64_t order) {
   return std::make_unique<Client>(*this, order);
 }
 
-size_t prefill_budget_beside_decode(double decode_step_s, double prefill_unit_s, size_t budget) {
+size_t prefill_budget_beside_decode(double decode_step_s, double prefill_unit_s, size_t budget, size_t prompts,
+                                    size_t decoders) {
   if (decode_step_s <= 0 || prefill_unit_s <= 0) return budget;  // not measured yet
-  const double units = decode_step_s / prefill_unit_s;
+  const double share = decoders > 0 && prompts > decoders ? static_cast<double>(prompts) / static_cast<double>(decoders) : 1.0;
+  const double units = share * decode_step_s / prefill_unit_s;
   return std::clamp<size_t>(units >= static_cast<double>(budget) ? budget : static_cast<size_t>(units), 1, std::max<size_t>(budget, 1));
 }
 
@@ -212,7 +214,8 @@ void StepScheduler::loop() {
     // kRemeasureSteps after (it grows with the decoders' contexts).
     const bool decode_alone = pace_ && decode_rows > 0 && !prefills.empty() &&
                               (steps_since_decode_alone_ >= kRemeasureSteps || decode_step_s_ <= 0);
-    if (pace_ && decode_rows > 0) budget = prefill_budget_beside_decode(decode_step_s_, prefill_unit_s_, budget);
+    if (pace_ && decode_rows > 0)
+      budget = prefill_budget_beside_decode(decode_step_s_, prefill_unit_s_, budget, prefills.size(), step.size());
     const std::vector<size_t> give = share_prefill_rows(left, budget);
     for (size_t i = 0; i < prefills.size() && !decode_alone; ++i) {
       if (give[i] == 0) continue;  // waits for a later step

@@ -26,8 +26,9 @@
 //      step. A row far into a long context weighs more (its attention reads
 //      the whole context). While requests are decoding, the prefill slices
 //      are also paced: at most as much prefill work as one decode step
-//      takes, from the steps' measured times, so a decode token beside a
-//      prefill takes about twice what it takes alone (a row budget alone let
+//      takes (times the prompts waiting per decoding request, when more), from
+//      the steps' measured times, so a decode token beside a prefill takes
+//      about twice what it takes alone (a row budget alone let
 //      a slow model's 256-row slice hold every decoding request for seconds
 //      a token).
 //   3. A verification (speculation) is its own pass in the step (its session
@@ -54,10 +55,13 @@
 
 namespace deltafin {
 
-// Prefill units that fit beside decoding: as many as take one decode step's
-// time (decode_step_s / prefill_unit_s), within `budget`, at least one; the
-// whole budget while either time is unmeasured.
-size_t prefill_budget_beside_decode(double decode_step_s, double prefill_unit_s, size_t budget);
+// Prefill units that fit beside decoding: as many as take the decode part's
+// time (decode_step_s / prefill_unit_s), times the prompts waiting per
+// decoding request when there are more prompts (each request, decoding or
+// prefilling, then gets about an equal share of the step), within `budget`,
+// at least one; the whole budget while either time is unmeasured.
+size_t prefill_budget_beside_decode(double decode_step_s, double prefill_unit_s, size_t budget, size_t prompts = 1,
+                                    size_t decoders = 1);
 
 class StepScheduler {
 public:

@@ -277,6 +277,9 @@ TEST(StepScheduler, PrefillBesideDecodingTakesAboutOneDecodeStep) {
   EXPECT_EQ(prefill_budget_beside_decode(0.001, 0.5, 256), 1u);    // at least one row
   EXPECT_EQ(prefill_budget_beside_decode(0.0, 0.5, 256), 256u);    // unmeasured: the row budget
   EXPECT_EQ(prefill_budget_beside_decode(0.6, 0.0, 256), 256u);
+  // Seven prompts beside one decoding request: seven decode steps' worth.
+  EXPECT_EQ(prefill_budget_beside_decode(0.5, 0.03125, 256, 7, 1), 112u);
+  EXPECT_EQ(prefill_budget_beside_decode(0.5, 0.03125, 256, 1, 7), 16u);  // never below one decode step
 }
 
 TEST(StepScheduler, ALonePrefillRunsWholeWhereSlicesWouldRereadExperts) {
