@@ -178,18 +178,20 @@ def main():
     ap.add_argument("--prompt-words", type=int, default=4)
     ap.add_argument("--long-words", type=int, default=300)
     ap.add_argument("--skip-ttft", action="store_true")
+    ap.add_argument("--ttft-parallel", default="1 4", help="the --parallel values of the time-to-first-token runs")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
     os.makedirs(a.out, exist_ok=True)
     log = open(os.path.join(a.out, "server.log"), "w")
     streams = [run_streams(cmd, int(n), a.max_tokens, a.prompt_words, log) for n in a.streams.split()]
-    json.dump(streams, open(os.path.join(a.out, "streams.json"), "w"), indent=1)
-    ttft = [] if a.skip_ttft else [run_ttft(cmd, p, a.long_words, log) for p in (1, 4)]
+    if streams:
+        json.dump(streams, open(os.path.join(a.out, "streams.json"), "w"), indent=1)
+    ttft = [] if a.skip_ttft else [run_ttft(cmd, int(p), a.long_words, log) for p in a.ttft_parallel.split()]
     if ttft:
         json.dump(ttft, open(os.path.join(a.out, "ttft.json"), "w"), indent=1)
-    solo = streams[0]
-    rows = ["| streams | decode tokens/s, all streams | × 1 stream | tokens/s incl. prefill | median latency s | max latency s | bytes read per token | × 1 stream | most requests in one step |",
+    solo = streams[0] if streams else None
+    rows = [] if not streams else ["| streams | decode tokens/s, all streams | × 1 stream | tokens/s incl. prefill | median latency s | max latency s | bytes read per token | × 1 stream | most requests in one step |",
             "|---|---|---|---|---|---|---|---|---|"]
     for r in streams:
         lat = r["latency_s"]

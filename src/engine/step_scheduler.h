@@ -66,7 +66,7 @@ size_t prefill_budget_beside_decode(double decode_step_s, double prefill_unit_s,
 class StepScheduler {
 public:
   static constexpr std::chrono::microseconds kGatherWait{2'000};
-  static constexpr int64_t kDefaultStepRows = 256;
+  static constexpr int64_t kDefaultStepRows = 64;  // as the prefill's slices (kDefaultPrefillChunk)
 
   // Runs `model`'s passes on its own thread. `model_mu` is held for every
   // pass and for the model calls a Client makes outside the scheduler
