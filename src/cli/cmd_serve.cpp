@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "cli/commands.h"
@@ -39,6 +40,7 @@ struct ServeArgs {
   PromptCacheArgs prompt_cache;
   double header_timeout_s = 10, body_timeout_s = 60, idle_timeout_s = 10, keepalive_s = 5;
   int parallel = 4;
+  std::optional<double> max_prefill_seconds;
   int64_t step_rows = StepScheduler::kDefaultStepRows;
   std::vector<std::string> api_key_files;
   std::string prompt_cache_scope = "key";
@@ -118,6 +120,11 @@ int serve(ServeArgs a) {
   engine.set_test_hooks(hooks);
   std::fprintf(stderr, "%s\n", describe_model(engine.model_info()).c_str());
   std::fprintf(stderr, "serve: speculative drafting: %s\n", engine.drafter().c_str());
+  // On a streamed store the linear estimate, fitted to short prompts (which
+  // read more experts per position than a long prompt's large passes), puts
+  // an ordinary 1k-token prompt above ten minutes: no default limit there.
+  a.server.max_prefill_seconds =
+      a.max_prefill_seconds.value_or(engine.model_info().stream ? 0.0 : kDefaultMaxPrefillSeconds);
   std::fprintf(stderr, "serve: %s\n", describe_prefill_limit(engine, a.server.max_prefill_seconds).c_str());
   if (!engine.chat()) std::fprintf(stderr, "serve: chat completions are refused: %s\n", engine.chat_missing().c_str());
   ApiServer server(engine, a.server);
@@ -201,7 +208,7 @@ and the budget. /health reports the context, the budget, the session bytes per p
 request's phase (idle, prefill with tokens done of total, decode with tokens made), the queue, the
 connections and speculation's rounds, drafted and accepted tokens.
 
-Admission by time: a request whose prefill is estimated above --max-prefill-seconds (default 600: ten
+Admission by time: a request whose prefill is estimated above --max-prefill-seconds (default 600 resident, none streamed: ten
 minutes, the OpenAI and Anthropic SDKs' default timeout, so their default client gives up first; a
 megabyte of hostile prompt costs hours) gets a 400 prefill_too_long naming its tokens, the estimate and
 the limit; 0 = no limit. The estimate is a x positions + b x query-key pairs over the positions it would
@@ -254,11 +261,11 @@ honoured (images, logprobs, n > 1, batched prompts) get HTTP 400 {"error": {"mes
   sub->add_option("--queue", a->server.queue, "Requests that may wait behind the generating ones; more get 429")
       ->transform(whole_number(0, 4096))
       ->capture_default_str();
-  sub->add_option("--max-prefill-seconds", a->server.max_prefill_seconds,
+  sub->add_option("--max-prefill-seconds", a->max_prefill_seconds,
                   "Refuse (400 prefill_too_long) a prompt whose prefill is estimated above this many seconds; "
-                  "0 = no limit. The default is the OpenAI and Anthropic SDKs' default timeout")
-      ->check(number(0))
-      ->capture_default_str();
+                  "0 = no limit. Default: 600 (the OpenAI and Anthropic SDKs' default timeout) for a resident model; "
+                  "none for a streamed store, whose estimate from short prompts overstates a long one's expert reads")
+      ->check(number(0));
   sub->add_option("--max-tokens", a->max_tokens, "Most tokens one request may generate, and the default")
       ->transform(whole_number(1, kMaxTokens))
       ->capture_default_str();
