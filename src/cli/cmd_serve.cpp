@@ -41,7 +41,7 @@ struct ServeArgs {
   double header_timeout_s = 10, body_timeout_s = 60, idle_timeout_s = 10, keepalive_s = 5;
   int parallel = 4;
   std::optional<double> max_prefill_seconds;
-  int64_t step_rows = StepScheduler::kDefaultStepRows;
+  int64_t step_rows = 0;
   std::vector<std::string> api_key_files;
   std::string prompt_cache_scope = "key";
 };
@@ -255,9 +255,9 @@ honoured (images, logprobs, n > 1, batched prompts) get HTTP 400 {"error": {"mes
       ->transform(whole_number(1, 256))
       ->capture_default_str();
   sub->add_option("--step-rows", a->step_rows,
-                  "Rows per concurrent step: decode rows first, the rest shared by the prompts being prefilled")
-      ->transform(whole_number(1, 1 << 20))
-      ->capture_default_str();
+                  "Rows per concurrent step: decode rows first, the rest to the prompts being prefilled; "
+                  "default 64 resident, 512 for a streamed store (its steps cost their experts' reads)")
+      ->transform(whole_number(1, 1 << 20));
   sub->add_option("--queue", a->server.queue, "Requests that may wait behind the generating ones; more get 429")
       ->transform(whole_number(0, 4096))
       ->capture_default_str();

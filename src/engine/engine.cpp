@@ -143,7 +143,12 @@ struct Engine::Impl {
            " positions, too few for a prompt and one token (--session-budget-mb, --cache-gb)");
     if (o.parallel < 1) fail("parallel requests: ", o.parallel, " (the least is 1)");
     if (o.parallel > 1)
-      scheduler = std::make_unique<StepScheduler>(m->causal(), model_mu, o.step_rows, /*pace=*/true, /*whole_alone=*/m->stream);
+      // Streamed: no pacing (a step's time is its experts' reads, not its
+      // rows), larger steps, and a lone prompt's passes whole.
+      scheduler = std::make_unique<StepScheduler>(
+          m->causal(), model_mu,
+          o.step_rows > 0 ? o.step_rows : m->stream ? StepScheduler::kDefaultStreamedStepRows : StepScheduler::kDefaultStepRows,
+          /*pace=*/!m->stream, /*whole_alone=*/m->stream);
     if (o.calibrate_prefill) calibrate_prefill_estimate(estimate, m->causal(), *m->text, o.prefill_chunk, o.prefill_group);
   }
 

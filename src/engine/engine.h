@@ -50,7 +50,7 @@ struct EngineSettings {
   int64_t prefill_group = 0;                  // positions per layer-major pass (0 = engine/prefill.h's default)
   // Requests that may generate at once (`serve --parallel`). Above 1 their
   // passes are stepped together (engine/step_scheduler.h), in steps of at
-  // most `step_rows` rows (0 = StepScheduler::kDefaultStepRows).
+  // most `step_rows` rows (0 = StepScheduler's default: 64 resident, 512 streamed).
   int parallel = 1;
   int64_t step_rows = 0;
   // Time a 32-position prefill and 32 more at construction, to seed the

@@ -66,7 +66,12 @@ size_t prefill_budget_beside_decode(double decode_step_s, double prefill_unit_s,
 class StepScheduler {
 public:
   static constexpr std::chrono::microseconds kGatherWait{2'000};
-  static constexpr int64_t kDefaultStepRows = 64;  // as the prefill's slices (kDefaultPrefillChunk)
+  // Rows a step holds by default: resident, 64 (the prefill's slice); streamed,
+  // 512, as a step's time is the union of its rows' experts read from the
+  // drives, which a few rows more hardly grow, and a prompt cut in small
+  // slices reads the bank once a slice.
+  static constexpr int64_t kDefaultStepRows = 64;
+  static constexpr int64_t kDefaultStreamedStepRows = 512;
 
   // Runs `model`'s passes on its own thread. `model_mu` is held for every
   // pass and for the model calls a Client makes outside the scheduler
