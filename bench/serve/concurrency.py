@@ -178,36 +178,49 @@ def main():
     ap.add_argument("--prompt-words", type=int, default=4)
     ap.add_argument("--long-words", type=int, default=300)
     ap.add_argument("--skip-ttft", action="store_true")
+    ap.add_argument("--tables-only", action="store_true", help="write table.md again from OUT's saved figures")
     ap.add_argument("--ttft-parallel", default="1 4", help="the --parallel values of the time-to-first-token runs")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
     os.makedirs(a.out, exist_ok=True)
-    log = open(os.path.join(a.out, "server.log"), "w")
-    streams = [run_streams(cmd, int(n), a.max_tokens, a.prompt_words, log) for n in a.streams.split()]
-    if streams:
-        json.dump(streams, open(os.path.join(a.out, "streams.json"), "w"), indent=1)
-    ttft = [] if a.skip_ttft else [run_ttft(cmd, int(p), a.long_words, log) for p in a.ttft_parallel.split()]
-    if ttft:
-        json.dump(ttft, open(os.path.join(a.out, "ttft.json"), "w"), indent=1)
-    solo = streams[0] if streams else None
-    rows = [] if not streams else ["| streams | decode tokens/s, all streams | × 1 stream | tokens/s incl. prefill | median latency s | max latency s | bytes read per token | × 1 stream | most requests in one step |",
-            "|---|---|---|---|---|---|---|---|---|"]
-    for r in streams:
-        lat = r["latency_s"]
-        ratio_b = r["read_bytes_per_token"] / solo["read_bytes_per_token"] if solo["read_bytes_per_token"] else float("nan")
-        # (read_bytes per token counts the prompts' reads too: decode dominates at these lengths)
-        rows.append(f"| {r['streams']} | {r['decode_tokens_per_s']:.2f} | {r['decode_tokens_per_s'] / solo['decode_tokens_per_s']:.2f} | "
-                    f"{r['tokens_per_s']:.2f} | "
-                    f"{lat[len(lat) // 2]:.2f} | {lat[-1]:.2f} | {r['read_bytes_per_token'] / 1e6:.1f} MB | {ratio_b:.2f} | "
-                    (f"{r['steps']['max_parts']} |" if r['steps'].get('max_parts') else "- (no scheduler at --parallel 1) |"))
-    rows += [] if not ttft else ["", "| server | one-word chat's time to first token behind a long prefill (s) | its total (s) | the long prompt's total (s) |",
-             "|---|---|---|---|"]
-    for r in ttft:
-        rows.append(f"| --parallel {r['parallel']} | {r['chat_ttft_s']:.2f} | {r['chat_total_s']:.2f} | {r['long_prompt_total_s']:.2f} |")
-    table = "\n".join(rows) + "\n"
+    if a.tables_only:  # the tables again from the saved figures
+        load = lambda name: json.load(open(os.path.join(a.out, name))) if os.path.exists(os.path.join(a.out, name)) else []
+        streams, ttft = load("streams.json"), load("ttft.json")
+    else:
+        log = open(os.path.join(a.out, "server.log"), "w")
+        streams = [run_streams(cmd, int(n), a.max_tokens, a.prompt_words, log) for n in a.streams.split()]
+        if streams:
+            json.dump(streams, open(os.path.join(a.out, "streams.json"), "w"), indent=1)
+        ttft = [] if a.skip_ttft else [run_ttft(cmd, int(p), a.long_words, log) for p in a.ttft_parallel.split()]
+        if ttft:
+            json.dump(ttft, open(os.path.join(a.out, "ttft.json"), "w"), indent=1)
+    table = tables(streams, ttft)
     open(os.path.join(a.out, "table.md"), "w").write(table)
     sys.stdout.write(table)
+
+
+def tables(streams, ttft):
+    rows = []
+    if streams:
+        solo = streams[0]
+        rows += ["| streams | decode tokens/s, all streams | × 1 stream | tokens/s incl. prefill | × 1 stream | median latency s | "
+                 "max latency s | GB read per token | × 1 stream | most requests in one step |",
+                 "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in streams:
+        lat = r["latency_s"]
+        # Bytes read per generated token count the prompts' reads too.
+        ratio_b = r["read_bytes_per_token"] / solo["read_bytes_per_token"] if solo["read_bytes_per_token"] else float("nan")
+        parts = str(r["steps"]["max_parts"]) if r["steps"].get("max_parts") else "- (one at a time)"
+        rows.append(f"| {r['streams']} | {r['decode_tokens_per_s']:.3f} | {r['decode_tokens_per_s'] / solo['decode_tokens_per_s']:.2f} | "
+                    f"{r['tokens_per_s']:.3f} | {r['tokens_per_s'] / solo['tokens_per_s']:.2f} | "
+                    f"{lat[len(lat) // 2]:.2f} | {lat[-1]:.2f} | {r['read_bytes_per_token'] / 1e9:.3f} | {ratio_b:.2f} | {parts} |")
+    if ttft:
+        rows += ["", "| server | one-word chat's time to first token behind a long prefill (s) | its total (s) | the long prompt's total (s) |",
+                 "|---|---|---|---|"]
+    for r in ttft:
+        rows.append(f"| --parallel {r['parallel']} | {r['chat_ttft_s']:.2f} | {r['chat_total_s']:.2f} | {r['long_prompt_total_s']:.2f} |")
+    return "\n".join(rows) + "\n"
 
 
 if __name__ == "__main__":
