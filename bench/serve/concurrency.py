@@ -16,6 +16,7 @@ DIR/streams.json, DIR/ttft.json and DIR/table.md."""
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -36,7 +37,7 @@ class Server:
     def __init__(self, cmd, parallel, log):
         self.port = free_port()
         self.proc = subprocess.Popen(cmd + ["--port", str(self.port), "--parallel", str(parallel), "--served-model-name", "m"],
-                                     stdout=log, stderr=subprocess.STDOUT)
+                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + 600
         while time.time() < deadline:
             try:
@@ -79,7 +80,8 @@ class Server:
         return total
 
     def stop(self):
-        self.proc.terminate()
+        # The whole group: a wrapper (the rig's in-cgroup.sh) does not pass SIGTERM on.
+        os.killpg(self.proc.pid, signal.SIGTERM)
         self.proc.wait(timeout=120)
 
 
