@@ -30,7 +30,9 @@ float* aligned_floats(std::vector<float>& buffer, size_t n) {
   return buffer.data() + ((64 - p % 64) % 64) / sizeof(float);
 }
 
-void check(const WeightView& w, const float* x, float* y) {
+}  // namespace
+
+void check_weight(const WeightView& w) {
   const char* name = weight_type_name(w.type);
   if (w.type != WeightType::F32 && w.type != WeightType::BF16 && w.type != WeightType::Int8Row &&
       w.type != WeightType::MXFP4 && w.type != WeightType::FP8Block && w.type != WeightType::Int4Group32)
@@ -40,6 +42,12 @@ void check(const WeightView& w, const float* x, float* y) {
     fail("matmul: ", name, " weight [", w.rows, ", ", w.cols, "] has no scales");
   if ((w.type == WeightType::MXFP4 || w.type == WeightType::Int4Group32) && w.cols % 32 != 0)
     fail("matmul: ", name, " weight [", w.rows, ", ", w.cols, "]: cols must be a multiple of 32");
+}
+
+namespace {
+
+void check(const WeightView& w, const float* x, float* y) {
+  check_weight(w);
   if (x == nullptr || y == nullptr) fail("matmul: null input or output");
 }
 

@@ -14,6 +14,11 @@
 
 namespace deltafin {
 
+// An error naming the weight unless a product can use it: a known type,
+// data (and scales where the type has them), whole 32-column groups for
+// MXFP4 and INT4-group-32. Every backend checks this before a product.
+void check_weight(const WeightView& w);
+
 // Y[t*rows + r] = sum_c W[r,c] * X[t*cols + c] for t in [0, T): X is [T, cols],
 // Y is [T, rows], both fp32 row-major (Y must not overlap X).
 // - BF16 is widened exactly, F32 used as stored, MXFP4 decoded exactly

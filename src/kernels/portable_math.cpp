@@ -61,12 +61,14 @@ double pow2(int64_t m) {
   return d;
 }
 
+constexpr double kInvStep = 0x1.71547652b82fep+5;  // 32 / ln2
+// ln2 / 32 in two parts: the high part has 21 significant bits, so k times
+// it is exact for the |k| < 2^13 that occur here.
+constexpr double kStepHi = 6.93147180369123816490e-01 / 32, kStepLo = 1.90821492927058770002e-10 / 32;
+constexpr double kExpConstants[6] = {kInvStep, kStepHi, kStepLo, 1.0 / 6, 1.0 / 24, 1.0 / 120};
+
 // e^y for -150 < y < 150.
 double exp_reduced(double y) {
-  constexpr double kInvStep = 0x1.71547652b82fep+5;  // 32 / ln2
-  // ln2 / 32 in two parts: the high part has 21 significant bits, so k times
-  // it is exact for the |k| < 2^13 that occur here.
-  constexpr double kStepHi = 6.93147180369123816490e-01 / 32, kStepLo = 1.90821492927058770002e-10 / 32;
   constexpr double kRound = 0x1.8p52;
   const double kd = (y * kInvStep + kRound) - kRound;  // y * 32 / ln2 rounded to an integer
   const double r = (y - kd * kStepHi) - kd * kStepLo;
@@ -79,6 +81,7 @@ double exp_reduced(double y) {
 }  // namespace
 
 const double* const kernels_detail::kPortableExp2Table = kExp2Table;
+const double* const kernels_detail::kPortableExpConstants = kExpConstants;
 
 float portable_expf(float x) {
   if (std::isnan(x)) return x;

@@ -22,6 +22,10 @@ namespace kernels_detail {
 // The 32 doubles 2^(j/32) both functions scale by: SIMD copies of them
 // (ops_avx512.cpp's situ) read the same table, operation for operation.
 extern const double* const kPortableExp2Table;
+// exp_reduced's other constants, in this order: 32 / ln2, ln2 / 32 in a high
+// part (21 significant bits) and a low part, and the Taylor coefficients
+// 1/6, 1/24, 1/120 (a device backend computes the same steps from them).
+extern const double* const kPortableExpConstants;
 }  // namespace kernels_detail
 
 }  // namespace deltafin

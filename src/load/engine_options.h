@@ -6,6 +6,8 @@
 // (load/family_loading.cpp: reader_options).
 #pragma once
 
+#include "backend/select/make_backend.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -36,6 +38,7 @@ struct ReadSettings {
 
 struct EngineOptions {
   int threads = 1;
+  BackendChoice backend;  // what computes (--backend, --device, --device-memory)
   std::optional<double> cache_gb;  // GB (10^9) for the evictable cache; unset = auto (memory_plan.h)
   double pin_gb = 0;               // GB for the pinned tier of the hottest experts
   std::string cache_policy = "auto";  // the cache's eviction policy (experts/cache_policy.h)

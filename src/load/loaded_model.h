@@ -18,6 +18,7 @@
 #include "experts/route_trace.h"
 #include "load/model_info.h"
 #include "experts/streaming_source.h"
+#include "backend/backend.h"
 #include "model/common/causal_model.h"
 #include "model/common/chat_format.h"
 #include "model/registry.h"
@@ -52,6 +53,10 @@ struct LoadedModel {
   std::unique_ptr<TokenText> text;          // the family's tokenizer as ordinary text
   std::vector<uint32_t> eos;                // where a raw generation stops, the usual token first (none: only at the budget)
   std::unique_ptr<ThreadPool> pool;
+  // What the model computes on (backend/select/make_backend.h): the CPU
+  // backend over `pool`, or a Vulkan device. The family's model (a derived
+  // member) goes first.
+  std::unique_ptr<Backend> backend;
   double load_seconds = 0;
   // SHA-256 (hex) of what decides the numerics: config.json and the weights'
   // identity (a checkpoint's index and shard sizes, or a store's store.json,

@@ -28,12 +28,17 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/cpu_backend.h"
+#include "backend/select/make_backend.h"
+#if DELTAFIN_HAVE_VULKAN
+#include "backend/vulkan/vulkan_backend.h"
+#endif
 #include "kernels/kernel_table.h"
 #include "kernels/kernel_test_util.h"
 #include "kernels/matmul.h"
@@ -74,17 +79,61 @@ Instance cpu_instance(int threads) {
   return in;
 }
 
+#if DELTAFIN_HAVE_VULKAN
+// The first usable Vulkan device (lavapipe on a machine without a GPU), or
+// why there is none.
+const VulkanDeviceInfo* vulkan_device(std::string* why) {
+  static std::string error;
+  static const std::optional<VulkanDeviceInfo> device = []() -> std::optional<VulkanDeviceInfo> {
+    try {
+      return choose_vulkan_device(std::getenv("DELTAFIN_DEVICE") ? std::getenv("DELTAFIN_DEVICE") : "");
+    } catch (const std::exception& e) {
+      error = e.what();
+      return std::nullopt;
+    }
+  }();
+  if (why) *why = error;
+  return device ? &*device : nullptr;
+}
+
+Instance vulkan_instance() {
+  Instance in;
+  auto v = std::make_unique<VulkanBackend>(*vulkan_device(nullptr), 0, nullptr);
+  const VulkanBackend* raw = v.get();
+  in.buffers_made = [raw] { return raw->slots_made(); };
+  in.backend = std::move(v);
+  return in;
+}
+#endif
+
+// The Vulkan row, where the build has the backend and the machine a device
+// ("vulkan" capability: a CI machine has lavapipe, scripts/install-deps.sh).
+void add_vulkan_row(std::vector<BackendRow>& rows) {
+#if DELTAFIN_HAVE_VULKAN
+  std::string why;
+  if (have_capability("vulkan", vulkan_device(&why) != nullptr, why))
+    rows.push_back({"vulkan", false, [] { return vulkan_instance(); }});
+#else
+  have_capability("vulkan", !DELTAFIN_VULKAN_WANTED, "the build found no Vulkan headers or glslc");
+  (void)rows;
+#endif
+}
+
 // Row 0 on the scalar path is the reference configuration. A device backend
 // is one more row (follows_isa false: it runs once). Its KvLayer would hold
 // device pointers; the tests below fill caches only through kv_store and
 // read them only through attention, except KvStore, which reads the host
 // memory the CPU backend writes.
 const std::vector<BackendRow>& backend_rows() {
-  static const std::vector<BackendRow> rows = {
-      {"cpu", true, [] { return cpu_instance(0); }},
-      {"cpu/2 threads", true, [] { return cpu_instance(2); }},
-      {"cpu/3 threads", true, [] { return cpu_instance(3); }},
-  };
+  static const std::vector<BackendRow> rows = [] {
+    std::vector<BackendRow> r = {
+        {"cpu", true, [] { return cpu_instance(0); }},
+        {"cpu/2 threads", true, [] { return cpu_instance(2); }},
+        {"cpu/3 threads", true, [] { return cpu_instance(3); }},
+    };
+    add_vulkan_row(r);
+    return r;
+  }();
   return rows;
 }
 

@@ -105,6 +105,9 @@ std::string ci_reason(const std::string& capability) {
   if (capability == "O_DIRECT")
     return "CI machines keep $TMPDIR (or /tmp) on a file system that grants O_DIRECT (ext4, xfs; tmpfs only from "
            "Linux 6.6)";
+  if (capability == "vulkan")
+    return "CI machines install mesa-vulkan-drivers (lavapipe, a Vulkan 1.3 driver on the CPU), libvulkan-dev and "
+           "glslc (scripts/install-deps.sh), so the release build has the Vulkan backend and a device to test it on";
   if (capability == "avx2" || capability == "avx512")
     return "this CPU has the path's features, so the x86-64 build must offer the path and the kernel tests run it";
   return "the suite needs it on CI machines";

@@ -75,6 +75,8 @@ bool under_ci();
 //   "O_DIRECT"  $TMPDIR (or /tmp), where the tests put their drives, is on a
 //               file system that grants O_DIRECT (ext4, xfs; tmpfs only from
 //               Linux 6.6);
+//   "vulkan"    the build has the Vulkan backend (libvulkan-dev, glslc) and
+//               the loader finds a device (mesa-vulkan-drivers: lavapipe);
 //   "avx2", "avx512"  only where the CPU has the path's features (the kernel
 //               lists them in /proc/cpuinfo): then the x86-64 build must offer
 //               the path and the kernel tests run it. A CPU without them is not

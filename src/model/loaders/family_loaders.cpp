@@ -8,12 +8,12 @@
 
 namespace deltafin {
 
-std::unique_ptr<LoadedModel> load_resident(const std::string& dir, int threads) {
+std::unique_ptr<LoadedModel> load_resident(const std::string& dir, int threads, const BackendChoice& backend) {
   const FamilyInfo& f = detect_checkpoint_family(dir);
   switch (f.family) {
-    case Family::KimiK3: return load_k3_resident(dir, threads);
-    case Family::Qwen3Moe: return load_qwen3_moe_resident(dir, threads);
-    case Family::DeepseekV3: return load_deepseek_v3_resident(dir, threads);
+    case Family::KimiK3: return load_k3_resident(dir, threads, backend);
+    case Family::Qwen3Moe: return load_qwen3_moe_resident(dir, threads, backend);
+    case Family::DeepseekV3: return load_deepseek_v3_resident(dir, threads, backend);
     default: fail(dir, ": a ", f.what, " checkpoint is a draft model, not a target (--draft model:DIR or dspark:DIR)");
   }
 }
@@ -21,7 +21,7 @@ std::unique_ptr<LoadedModel> load_resident(const std::string& dir, int threads) 
 std::unique_ptr<LoadedModel> load_model(const ModelSource& s) {
   if (s.checkpoint.empty() == s.store.empty()) fail("give exactly one of --model (checkpoint) or --store (deltafin store)");
   std::unique_ptr<LoadedModel> m =
-      s.checkpoint.empty() ? load_store(s.store, s.options) : load_resident(s.checkpoint, s.options.threads);
+      s.checkpoint.empty() ? load_store(s.store, s.options) : load_resident(s.checkpoint, s.options.threads, s.options.backend);
   if (!s.options.route_trace.empty()) m->open_route_trace(s.options.route_trace);
   return m;
 }

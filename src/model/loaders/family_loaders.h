@@ -17,7 +17,7 @@ namespace deltafin {
 // The family store.json names.
 std::unique_ptr<LoadedModel> load_store(const std::string& store_dir, const EngineOptions& options);
 // The family config.json names (a target family; draft-only ones are refused).
-std::unique_ptr<LoadedModel> load_resident(const std::string& dir, int threads);
+std::unique_ptr<LoadedModel> load_resident(const std::string& dir, int threads, const BackendChoice& backend = {});
 // The checkpoint or the store `source` names (an error unless exactly one).
 std::unique_ptr<LoadedModel> load_model(const ModelSource& source);
 

@@ -30,7 +30,7 @@ void load_tokenizer(LoadedDeepseekV3& m, const std::string& dir) {
 
 }  // namespace
 
-std::unique_ptr<LoadedDeepseekV3> load_deepseek_v3_resident(const std::string& dir, int threads) {
+std::unique_ptr<LoadedDeepseekV3> load_deepseek_v3_resident(const std::string& dir, int threads, const BackendChoice& backend) {
   check_threads(threads);
   auto t0 = std::chrono::steady_clock::now();
   auto m = std::make_unique<LoadedDeepseekV3>();
@@ -41,7 +41,8 @@ std::unique_ptr<LoadedDeepseekV3> load_deepseek_v3_resident(const std::string& d
   m->experts = load_resident_deepseek_v3_experts(m->config, checkpoint);
   load_tokenizer(*m, dir);
   m->pool = std::make_unique<ThreadPool>(threads);
-  m->model = std::make_unique<DeepseekV3Model>(m->config, m->weights, *m->experts, m->pool.get());
+  m->backend = make_backend(backend, m->pool.get());
+  m->model = std::make_unique<DeepseekV3Model>(m->config, m->weights, *m->experts, *m->backend);
   m->fingerprint = checkpoint_fingerprint(dir);
   m->load_seconds = seconds_since(t0);
   return m;
@@ -76,7 +77,8 @@ std::unique_ptr<LoadedDeepseekV3> load_deepseek_v3_store(const std::string& stor
 
   open_streaming_experts(*m, o, c.num_experts_per_tok, false, mirror_fetch_options(man, man.record, o));
   m->pool = std::make_unique<ThreadPool>(o.threads);
-  m->model = std::make_unique<DeepseekV3Model>(m->config, m->weights, *m->experts, m->pool.get());
+  m->backend = make_backend(o.backend, m->pool.get());
+  m->model = std::make_unique<DeepseekV3Model>(m->config, m->weights, *m->experts, *m->backend);
   m->load_seconds = seconds_since(t0);
   return m;
 }

@@ -27,7 +27,7 @@ struct LoadedDeepseekV3 final : LoadedModel {
   const std::string* hf_tokenizer_file() const override { return tokenizer->hf ? &tokenizer->tokenizer_json : nullptr; }
 };
 
-std::unique_ptr<LoadedDeepseekV3> load_deepseek_v3_resident(const std::string& dir, int threads);
+std::unique_ptr<LoadedDeepseekV3> load_deepseek_v3_resident(const std::string& dir, int threads, const BackendChoice& backend = {});
 std::unique_ptr<LoadedDeepseekV3> load_deepseek_v3_store(const std::string& store_dir, const EngineOptions& options);
 
 }  // namespace deltafin

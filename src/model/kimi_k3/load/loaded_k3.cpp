@@ -11,7 +11,7 @@
 
 namespace deltafin {
 
-std::unique_ptr<LoadedK3> load_k3_resident(const std::string& dir, int threads) {
+std::unique_ptr<LoadedK3> load_k3_resident(const std::string& dir, int threads, const BackendChoice& backend) {
   check_threads(threads);
   auto t0 = std::chrono::steady_clock::now();
   auto m = std::make_unique<LoadedK3>();
@@ -26,7 +26,8 @@ std::unique_ptr<LoadedK3> load_k3_resident(const std::string& dir, int threads) 
   m->eos = {m->tokenizer->eos_id()};
   m->chat_format = std::make_unique<K3ChatFormat>(*m->tokenizer);
   m->pool = std::make_unique<ThreadPool>(threads);
-  m->model = std::make_unique<K3Model>(m->config, m->weights, *m->experts, m->pool.get());
+  m->backend = make_backend(backend, m->pool.get());
+  m->model = std::make_unique<K3Model>(m->config, m->weights, *m->experts, *m->backend);
   m->fingerprint = checkpoint_fingerprint(dir);
   m->load_seconds = seconds_since(t0);
   return m;
@@ -67,7 +68,8 @@ std::unique_ptr<LoadedK3> load_k3_store(const std::string& store_dir, const Engi
   const std::optional<FetchOptions> fetch = mirror_fetch_options(man, man.record.empty() ? k3_record_layout(c) : man.record, o);
   open_streaming_experts(*m, o, c.num_experts_per_token, o.lookahead == LookaheadMode::Auto, fetch);
   m->pool = std::make_unique<ThreadPool>(o.threads);
-  m->model = std::make_unique<K3Model>(m->config, m->weights, *m->experts, m->pool.get());
+  m->backend = make_backend(o.backend, m->pool.get());
+  m->model = std::make_unique<K3Model>(m->config, m->weights, *m->experts, *m->backend);
   if (o.lookahead != LookaheadMode::Off) {
     m->lookahead = std::make_unique<RouteLookahead>(m->config, m->weights, o.lookahead, m->pool.get());
     m->model->set_lookahead(m->lookahead.get());

@@ -30,7 +30,7 @@ struct LoadedK3 final : LoadedModel {
   const ChatFormat* chat() const override { return chat_format.get(); }
 };
 
-std::unique_ptr<LoadedK3> load_k3_resident(const std::string& dir, int threads);
+std::unique_ptr<LoadedK3> load_k3_resident(const std::string& dir, int threads, const BackendChoice& backend = {});
 std::unique_ptr<LoadedK3> load_k3_store(const std::string& store_dir, const EngineOptions& options);
 
 // The K3 model behind `m`, for what only K3 has (DSpark): an error naming

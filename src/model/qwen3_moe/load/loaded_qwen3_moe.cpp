@@ -21,7 +21,7 @@ void attach_qwen3_chat(LoadedQwen3Moe& m) {
 
 }  // namespace
 
-std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_resident(const std::string& dir, int threads) {
+std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_resident(const std::string& dir, int threads, const BackendChoice& backend) {
   check_threads(threads);
   auto t0 = std::chrono::steady_clock::now();
   auto m = std::make_unique<LoadedQwen3Moe>();
@@ -41,7 +41,8 @@ std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_resident(const std::string& dir, 
   for (int64_t id : m->config.base.eos_token_ids) m->eos.push_back(static_cast<uint32_t>(id));
   attach_qwen3_chat(*m);
   m->pool = std::make_unique<ThreadPool>(threads);
-  m->model = std::make_unique<Qwen3MoeModel>(m->config, m->weights, *m->experts, m->pool.get());
+  m->backend = make_backend(backend, m->pool.get());
+  m->model = std::make_unique<Qwen3MoeModel>(m->config, m->weights, *m->experts, *m->backend);
   m->fingerprint = checkpoint_fingerprint(dir);
   m->load_seconds = seconds_since(t0);
   return m;
@@ -82,7 +83,8 @@ std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_store(const std::string& store_di
 
   open_streaming_experts(*m, o, c.num_experts_per_tok, false, mirror_fetch_options(man, man.record, o));
   m->pool = std::make_unique<ThreadPool>(o.threads);
-  m->model = std::make_unique<Qwen3MoeModel>(m->config, m->weights, *m->experts, m->pool.get());
+  m->backend = make_backend(o.backend, m->pool.get());
+  m->model = std::make_unique<Qwen3MoeModel>(m->config, m->weights, *m->experts, *m->backend);
   m->load_seconds = seconds_since(t0);
   return m;
 }

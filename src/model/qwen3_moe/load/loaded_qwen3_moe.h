@@ -30,7 +30,7 @@ struct LoadedQwen3Moe final : LoadedModel {
   const std::string* hf_tokenizer_file() const override { return &tokenizer_json; }
 };
 
-std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_resident(const std::string& dir, int threads);
+std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_resident(const std::string& dir, int threads, const BackendChoice& backend = {});
 std::unique_ptr<LoadedQwen3Moe> load_qwen3_moe_store(const std::string& store_dir, const EngineOptions& options);
 
 }  // namespace deltafin
