@@ -7,6 +7,9 @@ pkgs=(build-essential cmake ninja-build pkg-config
       liburing-dev libcurl4-openssl-dev
       libicu-dev  # NFC normalisation for Hugging Face tokenizer.json (Qwen3 draft model)
       nginx  # the remote (HTTP) tests serve files from a real nginx as the mirror
+      # The Vulkan backend: headers and the shader compiler to build it, and
+      # Mesa's drivers, whose lavapipe runs Vulkan on the CPU for its tests.
+      libvulkan-dev glslc mesa-vulkan-drivers
       clang-14 libclang-rt-14-dev)  # the sanitizer build (scripts/build.sh asan) and libFuzzer
 # The tokenizer oracle test runs the real tiktoken (npm package) under Node.js.
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole suite, as CI runs it (.ci/run adds CI=true):
-#   1. the release build (gcc) and every test in it;
+#   1. the release build (gcc) and every test in it (the backend-ops test
+#      includes the Vulkan backend on lavapipe), then scripts/test-vulkan.sh:
+#      every family's logits and generations on Vulkan against the CPU;
 #   2. the sanitizer build (clang-14, ASan + UBSan) and every test in it;
 #   3. the libFuzzer targets of that build, for a budget of FUZZ_SECONDS
 #      (default 80) in all (scripts/fuzz.sh);
@@ -30,6 +32,7 @@ asan_ctest() {
 step "install dependencies" scripts/install-deps.sh
 step "build: release" scripts/build.sh release
 step "tests: release build" ctest --test-dir build/release --output-on-failure -j "$jobs"
+step "Vulkan on lavapipe: logits and generation of every family against the CPU" scripts/test-vulkan.sh build/release
 step "build: ASan + UBSan (clang), with the fuzz targets" scripts/build.sh asan
 step "tests: ASan + UBSan build" asan_ctest
 step "fuzz: requests, HTTP, checkpoint files, store manifest, mirror replies" scripts/fuzz.sh "${FUZZ_SECONDS:-80}"

@@ -135,7 +135,7 @@ void register_commands(CLI::App& app) {
   app.formatter(std::make_shared<WordsHelp>());
   registry() = {add_run(app), add_logits(app), add_make_model(app), add_inspect(app), add_tokenize(app),
                 add_setup(app), add_prefetch(app), add_doctor(app), add_serve(app), add_trace_plot(app),
-                add_bench(app), add_bench_chart(app), add_cache_sim(app)};
+                add_bench(app), add_bench_chart(app), add_cache_sim(app), add_devices(app)};
 }
 
 int run_selected(CLI::App& /*app*/) {

@@ -69,5 +69,6 @@ Command add_trace_plot(CLI::App& app);
 Command add_bench(CLI::App& app);
 Command add_bench_chart(CLI::App& app);
 Command add_cache_sim(CLI::App& app);
+Command add_devices(CLI::App& app);
 
 }  // namespace deltafin::cli

@@ -1,5 +1,7 @@
 #include "cli/model_options.h"
 
+#include <cstdlib>
+
 #include "cli/commands.h"
 
 #include "model/loaders/family_loaders.h"
@@ -15,6 +17,16 @@ void add_model_options(CLI::App* sub, ModelArgs& a) {
   auto* store = sub->add_option("--store", a.store, "deltafin store directory (experts streamed from its drives)");
   model->excludes(store);
   sub->add_option("--threads", a.threads, "Worker threads")->transform(whole_number(1, kMaxThreads))->capture_default_str();
+  sub->add_option("--backend", a.backend.kind,
+                  "What computes: cpu, or vulkan (a GPU, or lavapipe on the CPU; `deltafin devices` lists them); the "
+                  "same bits either way. Default: DELTAFIN_BACKEND, else cpu")
+      ->check(one_of({"cpu", "vulkan"}))
+      ->capture_default_str();
+  sub->add_option("--device", a.backend.device,
+                  "Vulkan: the device's index or part of its name (default: DELTAFIN_DEVICE, else the first GPU)");
+  sub->add_option("--device-memory", a.backend.device_memory_gb,
+                  "Vulkan: GB of device memory the spine may take; the rest is read from RAM per use (0 = 90% of it)")
+      ->check(number(0));
   sub->add_option("--cache-gb", a.cache_gb, "Store: GB of RAM for the expert cache; default 70% of the free RAM the spine leaves")
       ->check(number(0));
   sub->add_option("--pin-gb", a.pin_gb, "Store: GB of RAM pinned to the hottest experts of the heat histogram")
@@ -57,6 +69,9 @@ ModelSource model_source(const ModelArgs& a) {
   EngineOptions& o = s.options;
   o.threads = a.threads;
   o.route_trace = a.route_trace;
+  o.backend = a.backend;
+  if (a.backend.kind != "vulkan" && (!a.backend.device.empty() && !std::getenv("DELTAFIN_DEVICE")))
+    fail("--device names a Vulkan device: give --backend vulkan with it");
   if (!a.model.empty()) {
     if (a.cache_gb || a.pin_gb != 0 || !a.trace.empty() || !a.cache_policy.empty())
       fail("--cache-gb, --pin-gb, --cache-policy and --trace apply to --store runs (with --model every expert is "

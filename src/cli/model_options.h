@@ -29,6 +29,7 @@ struct ModelArgs {
   bool buffered = false;
   int fetch_threads = 4;
   std::optional<double> disk_budget_gb;
+  BackendChoice backend = backend_choice_from_env();  // --backend, --device, --device-memory
 };
 
 void add_model_options(CLI::App* sub, ModelArgs& a);

@@ -520,16 +520,32 @@ void VulkanBackend::kv_store(const Act& k, const Act& v, KvLayer cache, int64_t 
   }
 }
 
+// Rows per attention dispatch whose scores fit the scratch buffer.
+static size_t score_rows(size_t rows, size_t heads, size_t positions) {
+  return std::max<size_t>(1, std::min(rows, kScoreFloats / (heads * positions)));
+}
+
+// The scores' buffer for an attention call, made before its inputs are
+// staged: growing it submits the recorded work, after which staged bytes
+// may be reused.
+void VulkanBackend::attention_scratch(size_t T, size_t H, size_t start) {
+  size_t floats = 0;
+  for (size_t t0 = 0; t0 < T; t0 += kAttentionStopRows) {
+    const size_t t1 = std::min(T, t0 + kAttentionStopRows);
+    floats = std::max(floats, score_rows(t1 - t0, H, start + t1) * H * (start + t1));
+  }
+  scratch(floats * 4);
+}
+
 bool VulkanBackend::attend(VkDeviceAddress q, VkDeviceAddress keys, VkDeviceAddress values, VkDeviceAddress out,
                            size_t T, size_t H, size_t group, size_t dk, size_t dv, size_t key_stride,
                            size_t value_stride, size_t head_offset, size_t start, float scale,
                            const std::function<bool()>& stop_between_blocks) {
   const size_t block = kAttentionStopRows;
+  const VkBuf& scores = scratch_;  // attention_scratch() made it big enough before anything was staged
   for (size_t t0 = 0; t0 < T; t0 += block) {
     const size_t t1 = std::min(T, t0 + block), n_max = start + t1;
-    // Rows per dispatch so that their scores fit the scratch buffer.
-    const size_t rows_per = std::max<size_t>(1, std::min(t1 - t0, kScoreFloats / (H * n_max)));
-    const VkBuf& scores = scratch(rows_per * H * n_max * 4);
+    const size_t rows_per = score_rows(t1 - t0, H, n_max);
     for (size_t r0 = t0; r0 < t1; r0 += rows_per) {
       const size_t rows = std::min(rows_per, t1 - r0);
       AttentionPush p{q, keys, values, out, scores.address, dtab_, u32(rows, "rows"), u32(H, "heads"),
@@ -552,6 +568,7 @@ bool VulkanBackend::attention_gqa(const Act& q, KvLayer cache, const GqaShape& s
   check_shape(q, T, qd, "attention", "q");
   check_shape(out, T, qd, "attention", "out");
   if (T == 0) return true;
+  attention_scratch(T, H, start);
   const size_t bytes = n * cache.stride * 4;
   stats_.state_bytes_staged += 2 * bytes;
   const VkDeviceAddress keys = stage(cache.keys, bytes).address, values = stage(cache.values, bytes).address;
@@ -589,6 +606,7 @@ bool VulkanBackend::attention_latent(const Act& q, LatentLayer cache, const MlaS
         for (size_t j = 0; j < base + t + 1; j += kLatentStopRows)
           if (stop()) return false;
   if (T == 0) return true;
+  attention_scratch(T, H, base);
   const size_t bytes = (base + T) * R * 4;
   stats_.state_bytes_staged += bytes;
   const VkDeviceAddress rows = stage(cache.rows, bytes).address;

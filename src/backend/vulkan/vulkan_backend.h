@@ -111,6 +111,7 @@ private:
   void sync();  // submits what was recorded, waits, then lands the read-backs
   WeightAddresses weight(const WeightView& w);
   const VkBuf& scratch(size_t bytes);
+  void attention_scratch(size_t T, size_t H, size_t start);
   void dispatch(const char* shader, const void* push, size_t bytes, size_t groups, uint32_t z = 1);
   void elementwise(uint32_t op, VkDeviceAddress a, VkDeviceAddress b, VkDeviceAddress out, size_t n,
                    uint32_t src_width = 0, uint32_t dst_width = 0, uint32_t dst_col = 0, Gate fn = {});
