@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -631,6 +632,50 @@ TEST(BackendOps, RopePairsRotatesInterleavedPairsIntoHalves) {
   std::vector<float> got(4);
   be.read(xa, 0, got);
   EXPECT_EQ(got, (std::vector<float>{-2, 3, 1, 4}));
+}
+
+// The rule for subnormal values (docs/vulkan.md): IEEE-754's, on every
+// backend: a subnormal input, product or sum keeps its bits, never flushed to
+// zero. Weights whose scales sit at the bottom of fp32 (MXFP4 scale bytes
+// 0-4, fp32 and bf16 scales with exponent fields 0-4) give subnormal
+// weights, products and outputs; sums of subnormals stay subnormal. Each
+// case checks that its outputs do include subnormals, so a backend that
+// flushed them could not pass.
+size_t subnormal_count(const std::vector<float>& v) {
+  size_t n = 0;
+  for (float f : v) n += f != 0.0f && std::fabs(f) < std::numeric_limits<float>::min();
+  return n;
+}
+
+TEST(BackendOps, SubnormalsKeepTheirBitsOnEveryBackend) {
+  for (WeightType type : kAllTypes) {
+    Rng rng(3600);
+    const size_t cols = cols_for(type, kWidth), T = 3;
+    const OwnedWeight w = random_weight(rng, type, 37, cols, 0, 4);
+    std::vector<float> x = random_floats(rng, T * cols);
+    if (type == WeightType::F32 || type == WeightType::BF16 || type == WeightType::Int8Row)
+      for (float& v : x) v *= 1e-38f;  // these types have no scale to bring the products down
+    const std::string what = std::string("subnormal matmul ") + type_name(type);
+    const std::vector<float> y = run_everywhere({what, T, true, [&](Backend& be, size_t r0, size_t n) {
+      Act xa = upload(be, x, cols, r0, n), ya = be.act(n, w.rows);
+      be.matmul(w.view(), xa, ya);
+      return download(be, ya);
+    }});
+    expect_same_bits(y, kernel_matmul(w.view(), x, T), what + " vs the kernel");
+    EXPECT_GT(subnormal_count(y), 0u) << what << ": no subnormal output, so nothing was tested";
+  }
+  Rng rng(3601);
+  std::vector<float> a = random_floats(rng, 3 * kWidth), b = random_floats(rng, 3 * kWidth);
+  for (size_t i = 0; i < a.size(); ++i) a[i] *= 1e-39f, b[i] *= 1e-39f;
+  const std::vector<float> sum = run_everywhere({"subnormal add", 3, true, [&](Backend& be, size_t r0, size_t n) {
+    Act xa = upload(be, a, kWidth, r0, n), da = upload(be, b, kWidth, r0, n);
+    be.add(xa, da);
+    return download(be, xa);
+  }});
+  std::vector<float> want(a.size());
+  for (size_t i = 0; i < a.size(); ++i) want[i] = a[i] + b[i];
+  expect_same_bits(sum, want, "subnormal add vs the definition");
+  EXPECT_GT(subnormal_count(sum), a.size() / 2);
 }
 
 TEST(BackendOps, AddIsTheFp32Sum) {

@@ -79,7 +79,10 @@ std::string describe_devices_json(bool check) {
     if (!d.unusable.empty()) j["why_unusable"] = d.unusable;
     if (check && d.unusable.empty()) {
       const VulkanContract c = check_vulkan_contract(d);
-      j["contract"] = {{"same_bits", c.same_bits}, {"subnormals", c.subnormals}, {"failures", c.failures}};
+      j["contract"] = {{"same_bits", c.same_bits},
+                       {"subnormals", c.subnormals},
+                       {"native_fma", c.native_fma},
+                       {"failures", c.failures}};
     }
     out.push_back(std::move(j));
   }
@@ -110,7 +113,7 @@ std::string describe_devices(bool check) {
     if (check) {
       const VulkanContract c = check_vulkan_contract(d);
       s += "   contract check: " + std::string(c.same_bits ? "the CPU's bits on every op" : "DIFFERENT BITS") +
-           "; subnormals " + c.subnormals + "\n";
+           "; subnormals " + c.subnormals + "; fma " + (c.native_fma ? "fused (the device's)" : "formed from doubles (the device's is not fused)") + "\n";
       for (const std::string& f : c.failures) s += "     " + f + "\n";
     }
   }

@@ -40,6 +40,7 @@ public:
   ~VulkanBackend() override;
   const char* name() const override { return "vulkan"; }
   const VulkanDeviceInfo& device_info() const { return dev_->info(); }
+  bool native_fma() const { return dev_->native_fma(); }
   VulkanStats stats() const { return stats_; }
   size_t slots_made() const;
 

@@ -51,6 +51,7 @@ VulkanContract check_vulkan_contract(const VulkanDeviceInfo& device) {
   CpuBackend cpu(nullptr);
   VulkanBackend gpu(device, 0, nullptr);
   Pair p{cpu, gpu};
+  c.native_fma = gpu.native_fma();
   std::mt19937 rng(20261205);
   const size_t T = 3, d = 70, rows = 37;
   const auto x = random_floats(rng, T * d, 2.0f);

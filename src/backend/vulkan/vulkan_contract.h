@@ -16,6 +16,7 @@ namespace deltafin {
 struct VulkanContract {
   bool same_bits = true;          // every op on ordinary values gave the CPU's bits
   std::string subnormals;         // "kept" or "flushed (...)"
+  bool native_fma = false;        // the device's fma() is fused (else formed from doubles)
   std::vector<std::string> failures;  // each op that differed, and how
 };
 

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <cmath>
+#include <cstdlib>
 #include <mutex>
+#include <random>
 
 #include "backend/vulkan/shaders.h"
 #include "util/error.h"
@@ -203,6 +206,49 @@ VulkanDevice::VulkanDevice(const VulkanDeviceInfo& which) : info_(which) {
   lci.pushConstantRangeCount = 1;
   lci.pPushConstantRanges = &range;
   vk::check(vk::vkCreatePipelineLayout(device_, &lci, nullptr, &layout_), "creating the pipeline layout");
+  // DELTAFIN_VULKAN_FMA=soft keeps the double-formed fma on a device whose
+  // own is fused (to compare the two paths on one device).
+  const char* fma_env = std::getenv("DELTAFIN_VULKAN_FMA");
+  native_fma_ = !(fma_env && std::string(fma_env) == "soft") && check_native_fma();
+}
+
+// Triples where a fused and an unfused a b + c differ (c = -round(a b)
+// leaves the product's rounding error, which only a fused fma keeps), and
+// random ones, subnormal results among them. The device's fma() counts as
+// fused only if every result is std::fma's, bit for bit.
+bool VulkanDevice::check_native_fma() {
+  std::mt19937 rng(36);
+  std::uniform_real_distribution<float> d(-4.0f, 4.0f);
+  const size_t n = 4096;
+  std::vector<float> a(n), b(n), c(n), want(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = d(rng), b[i] = d(rng);
+    if (i % 4 == 0) c[i] = -(a[i] * b[i]);
+    else if (i % 4 == 1) c[i] = d(rng);
+    else if (i % 4 == 2) a[i] *= 1e-38f, c[i] = -(a[i] * b[i]) * 0.5f;
+    else c[i] = d(rng) * 1e-7f;
+    want[i] = std::fma(a[i], b[i], c[i]);
+  }
+  VkBuf buf = make_buffer(4 * n * sizeof(float), true);
+  float* f = static_cast<float*>(buf.mapped);
+  std::copy(a.begin(), a.end(), f);
+  std::copy(b.begin(), b.end(), f + n);
+  std::copy(c.begin(), c.end(), f + 2 * n);
+  struct {
+    uint64_t a, b, c, dst;
+    uint32_t n;
+  } push{buf.address, buf.address + 4 * n, buf.address + 8 * n, buf.address + 12 * n, static_cast<uint32_t>(n)};
+  VkPipeline p = make_pipeline("fma_check", true);
+  VkCommandBuffer cb = commands();
+  vk::vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+  vk::vkCmdPushConstants(cb, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, &push);
+  vk::vkCmdDispatch(cb, static_cast<uint32_t>((n + 63) / 64), 1, 1);
+  barrier();
+  submit_and_wait();
+  const bool fused = std::memcmp(f + 3 * n, want.data(), n * sizeof(float)) == 0;
+  vk::vkDestroyPipeline(device_, p, nullptr);
+  free_buffer(buf);
+  return fused;
 }
 
 VulkanDevice::~VulkanDevice() {
@@ -305,6 +351,12 @@ void VulkanDevice::barrier() {
 VkPipeline VulkanDevice::pipeline(const char* shader) {
   auto it = pipelines_.find(shader);
   if (it != pipelines_.end()) return it->second;
+  VkPipeline p = make_pipeline(shader, native_fma_);
+  pipelines_.emplace(shader, p);
+  return p;
+}
+
+VkPipeline VulkanDevice::make_pipeline(const char* shader, bool native_fma) {
   const EmbeddedShader* found = nullptr;
   for (const EmbeddedShader& s : embedded_shaders())
     if (std::strcmp(s.name, shader) == 0) found = &s;
@@ -314,17 +366,21 @@ VkPipeline VulkanDevice::pipeline(const char* shader) {
   mci.pCode = found->words;
   VkShaderModule module;
   vk::check(vk::vkCreateShaderModule(device_, &mci, nullptr, &module), "creating a shader module");
+  // Constant 0 is common.glsl's kNativeFma.
+  const VkBool32 fma_value = native_fma ? VK_TRUE : VK_FALSE;
+  const VkSpecializationMapEntry entry{0, 0, sizeof(VkBool32)};
+  VkSpecializationInfo spec{1, &entry, sizeof fma_value, &fma_value};
   VkComputePipelineCreateInfo cci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
   cci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
   cci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
   cci.stage.module = module;
   cci.stage.pName = "main";
+  cci.stage.pSpecializationInfo = &spec;
   cci.layout = layout_;
   VkPipeline p;
   const VkResult r = vk::vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &cci, nullptr, &p);
   vk::vkDestroyShaderModule(device_, module, nullptr);
   vk::check(r, (std::string("compiling shader ") + shader).c_str());
-  pipelines_.emplace(shader, p);
   return p;
 }
 

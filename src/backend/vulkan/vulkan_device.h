@@ -59,6 +59,9 @@ public:
   VulkanDevice& operator=(const VulkanDevice&) = delete;
 
   const VulkanDeviceInfo& info() const { return info_; }
+  // Whether the device's own fma() is fused (checked at start): the shaders
+  // then use it; otherwise they form the fused result from doubles.
+  bool native_fma() const { return native_fma_; }
 
   // Device-local (host_visible false) or host-visible coherent memory.
   // Returns false, making nothing, when device memory is exhausted.
@@ -79,6 +82,8 @@ public:
 
 private:
   VkPipeline pipeline(const char* shader);
+  VkPipeline make_pipeline(const char* shader, bool native_fma);
+  bool check_native_fma();
   void barrier();
 
   VulkanDeviceInfo info_;
@@ -94,6 +99,7 @@ private:
   std::map<std::string, VkPipeline> pipelines_;
   VkPhysicalDeviceMemoryProperties memory_{};
   bool recording_ = false;
+  bool native_fma_ = false;
 };
 
 // The push-constant bytes every shader may use (Vulkan guarantees 128).
