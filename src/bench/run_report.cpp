@@ -155,6 +155,7 @@ std::string describe_model(const ModelInfo& m) {
   std::ostringstream o;
   o << m.family << "; spine " << m.spine_format;
   if (!m.weight_exact()) o << " (NOT weight-exact: int8-row spine)";
+  if (!m.compute.empty()) o << "; computed by " << m.compute;
   if (!m.stream) {
     o << "; experts resident";
   } else {
@@ -223,6 +224,7 @@ std::string run_stats_text(const RunStats& r) {
                    human_bytes(static_cast<double>(r.session_fixed_bytes)).c_str(),
                    static_cast<unsigned long long>(r.session_bytes_per_position));
   if (r.drafter != "none") out += speculation_line(r) + "\n";
+  if (!r.model.compute_stats.empty()) out += r.model.compute_stats + "\n";
   if (r.model.stream) {
     for (size_t i = 0; i < r.steps.size(); ++i) out += format_step(i, r.steps[i]) + "\n";
     out += stream_summary(r);

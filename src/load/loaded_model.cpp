@@ -1,5 +1,7 @@
 #include "load/loaded_model.h"
 
+#include "backend/select/make_backend.h"
+
 #include <cstdio>
 
 #include "remote/expert_fetcher.h"
@@ -41,6 +43,10 @@ ModelInfo LoadedModel::info() const {
   i.load_seconds = load_seconds;
   i.memory = memory;
   i.expert_bytes = manifest ? manifest->expert_bytes : 0;
+  if (backend) {
+    i.compute = backend_description(*backend);
+    i.compute_stats = backend_placement(*backend);
+  }
   if (!stream) return i;
   StreamInfo& s = i.stream.emplace();
   s.drives = manifest->drives.size();

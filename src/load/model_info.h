@@ -37,6 +37,10 @@ struct ModelInfo {
   MemoryPlan memory;                  // a streamed store's (all 0 resident)
   uint64_t expert_bytes = 0;          // one expert record (0 resident)
   std::optional<StreamInfo> stream;   // none: every expert resident
+  // Where the model computes, when not on the CPU backend ("" on the CPU):
+  // the device, and the parts' placement and traffic so far
+  // (backend/select/make_backend.h backend_placement).
+  std::string compute, compute_stats;
   bool weight_exact() const { return spine_format != "int8-row"; }
 };
 

@@ -6,6 +6,7 @@
 
 #include "backend/cpu_backend.h"
 #include "util/error.h"
+#include "util/progress.h"
 
 #if DELTAFIN_HAVE_VULKAN
 #include "backend/vulkan/vulkan_backend.h"
@@ -45,6 +46,31 @@ std::unique_ptr<Backend> make_backend(const BackendChoice& choice, ThreadPool* p
   fail("--backend vulkan: this deltafin was built without its Vulkan backend (the build found no Vulkan headers or "
        "glslc: install libvulkan-dev and glslc, then rebuild)");
 #endif
+}
+
+std::string backend_description(const Backend& backend) {
+#if DELTAFIN_HAVE_VULKAN
+  if (const auto* v = dynamic_cast<const VulkanBackend*>(&backend))
+    return "vulkan on device " + std::to_string(v->device_info().index) + ", " + v->device_info().name + " (" +
+           v->device_info().driver_name + "; fma " + (v->native_fma() ? "the device's" : "formed from doubles") + ")";
+#endif
+  (void)backend;
+  return "";
+}
+
+std::string backend_placement(const Backend& backend) {
+#if DELTAFIN_HAVE_VULKAN
+  if (const auto* v = dynamic_cast<const VulkanBackend*>(&backend)) {
+    const VulkanStats s = v->stats();
+    const auto gb = [](uint64_t b) { return human_bytes(static_cast<double>(b)); };
+    return "vulkan: spine on the device " + gb(s.spine_bytes_on_device) + "; staged from RAM per use: weights " +
+           gb(s.weight_bytes_staged) + " (routed experts, and spine past --device-memory), session state " +
+           gb(s.state_bytes_staged) + "; " + std::to_string(s.submits) + " submits, " + std::to_string(s.dispatches) +
+           " dispatches";
+  }
+#endif
+  (void)backend;
+  return "";
 }
 
 namespace {

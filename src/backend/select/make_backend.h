@@ -31,6 +31,13 @@ std::unique_ptr<Backend> make_backend(const BackendChoice& choice, ThreadPool* p
 
 bool vulkan_backend_built();
 
+// For the lines a run prints: "" for the CPU backend; for a device, which
+// one (and how its fma is formed), and where the parts ran: the spine bytes
+// on the device, the bytes staged per use from RAM (experts, what did not
+// fit, session state), submits and dispatches so far.
+std::string backend_description(const Backend& backend);
+std::string backend_placement(const Backend& backend);
+
 // `deltafin devices`: every Vulkan device with what matters to deltafin, as
 // text lines or JSON; `check` also runs each usable device's contract check
 // (vulkan_contract.h): whether its ops give the CPU's bits.
