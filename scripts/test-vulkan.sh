@@ -32,6 +32,12 @@ for fam in "k3 --preset tiny" "q --arch qwen3_moe --preset tiny" "d --arch deeps
       n=$((n + 1))
     done
   done
+  # A device budget of 1 MB: part of the spine staged per use, the expert
+  # tier evicting; the same bits.
+  "$bin" logits --store "$w/$name-store" --backend vulkan --device-memory 0.001 --tokens "$tokens" --out "$w/$name-vk.npy" \
+    >/dev/null 2>"$w/err" || { cat "$w/err"; exit 1; }
+  cmp "$w/$name-cpu.npy" "$w/$name-vk.npy" || { echo "DIFFER: $name --device-memory 0.001: vulkan against cpu"; exit 1; }
+  n=$((n + 1))
   # Generation: plain and speculative on the device, against the CPU's tokens.
   gen() { "$bin" run --model "$w/$name" --prompt "the cat sat on the mat and the cat sat on the" --max-new 12 \
             --tokens-out "$w/$name-$1.tok" "${@:2}" >/dev/null 2>"$w/err" || { cat "$w/err"; exit 1; }; }

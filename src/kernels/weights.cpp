@@ -90,6 +90,7 @@ WeightView weight_rows(const WeightView& w, size_t first, size_t n) {
   const uint8_t* scales = static_cast<const uint8_t*>(w.scales);
   WeightView v = w;
   v.rows = n;
+  v.key = 0;  // other bytes than the whole matrix's: not its identity
   switch (w.type) {
     case WeightType::F32: v.data = data + first * w.cols * 4; break;
     case WeightType::BF16: v.data = data + first * w.cols * 2; break;

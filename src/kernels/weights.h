@@ -29,6 +29,12 @@ struct WeightView {
   // (r/128)*ceil(cols/128) + c/128); Int4Group32: uint16_t bf16 [rows*cols/32]
   // (weight_scale, row r, group g at r*cols/32 + g); unused otherwise.
   const void* scales = nullptr;
+  // An identity of the bytes, or 0 for none: two views with the same nonzero
+  // key have the same type, shape and bytes, now and later. The routed
+  // experts block sets it per expert tensor (model/common/routed_experts.h
+  // expert_weight_key), so a device backend can keep an expert in its own
+  // memory whatever RAM slot the record sits in next time. Products ignore it.
+  uint64_t key = 0;
 };
 
 const char* weight_type_name(WeightType type);

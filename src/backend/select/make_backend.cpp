@@ -65,8 +65,10 @@ std::string backend_placement(const Backend& backend) {
     const auto gb = [](uint64_t b) { return human_bytes(static_cast<double>(b)); };
     return "vulkan: spine on the device " + gb(s.spine_bytes_on_device) + "; staged from RAM per use: weights " +
            gb(s.weight_bytes_staged) + " (routed experts, and spine past --device-memory), session state " +
-           gb(s.state_bytes_staged) + "; " + std::to_string(s.submits) + " submits, " + std::to_string(s.dispatches) +
-           " dispatches";
+           gb(s.state_bytes_staged) + "; device expert tier " + std::to_string(s.tier_hits) + " hits of " +
+           std::to_string(s.tier_hits + s.tier_misses) + " expert tensors used, " + gb(s.tier_bytes) + " held, " +
+           std::to_string(s.tier_evictions) + " evicted; " + std::to_string(s.submits) + " submits, " +
+           std::to_string(s.dispatches) + " dispatches";
   }
 #endif
   (void)backend;

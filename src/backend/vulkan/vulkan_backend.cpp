@@ -142,6 +142,8 @@ VulkanBackend::~VulkanBackend() {
   for (auto& s : slots_) dev_->free_buffer(s->buf);
   for (auto& c : arena_) dev_->free_buffer(c->buf);
   for (auto& [key, w] : weights_) dev_->free_buffer(w.data), dev_->free_buffer(w.scales);
+  for (auto& [key, e] : tier_) dev_->free_buffer(e.w.data), dev_->free_buffer(e.w.scales);
+  for (VkBuf& b : retired_) dev_->free_buffer(b);
   dev_->free_buffer(tables_);
   dev_->free_buffer(scratch_);
 }
@@ -221,6 +223,8 @@ void VulkanBackend::sync() {
   dev_->submit_and_wait();
   for (const ReadBack& r : read_backs_) std::memcpy(r.host, static_cast<const char*>(r.staged->mapped) + r.offset, r.bytes);
   read_backs_.clear();
+  for (VkBuf& b : retired_) dev_->free_buffer(b);
+  retired_.clear();
   // Staged bytes stay readable until the next stage() (kda_recurrence reads
   // its state there after the submit).
   for (auto& c : arena_) c->used = 0;
@@ -236,47 +240,101 @@ const VkBuf& VulkanBackend::scratch(size_t bytes) {
   return scratch_;
 }
 
-// A spine matrix is uploaded once; an expert (inside run_experts), or a
-// matrix past the device budget, is staged for this use only. The first
-// bytes' hash guards against a host buffer freed and reused at the same
-// address (a re-upload, never stale weights).
-VulkanBackend::WeightAddresses VulkanBackend::weight(const WeightView& w) {
+static size_t device_bytes(const VkBuf& b) { return b.bytes; }
+
+// Uploads w's data and scales into new device buffers (copied from staged
+// bytes by the command stream).
+bool VulkanBackend::upload(const WeightView& w, DeviceWeight& dw) {
   const size_t db = data_bytes(w), sb = scale_bytes(w);
-  if (!in_experts_ && !spine_full_) {
-    const auto key = std::make_pair(w.data, w.scales);
-    const uint64_t check = head_hash(w.data, db) ^ (sb ? head_hash(w.scales, sb) * 31 : 0);
-    auto it = weights_.find(key);
-    if (it != weights_.end() && it->second.check == check && it->second.data.bytes >= db)
-      return {it->second.data.address, sb ? it->second.scales.address : 0};
-    if (it != weights_.end()) {
-      sync();
-      spine_bytes_ -= it->second.data.bytes + it->second.scales.bytes;
-      dev_->free_buffer(it->second.data), dev_->free_buffer(it->second.scales);
-      weights_.erase(it);
-    }
-    DeviceWeight dw;
-    dw.check = check;
-    if (spine_bytes_ + db + sb <= budget_ && dev_->try_make_buffer(db, false, dw.data) &&
-        (sb == 0 || dev_->try_make_buffer(sb, false, dw.scales))) {
-      Staged sd = stage(w.data, db);
-      dev_->copy(*sd.buf, sd.offset, dw.data, 0, db);
-      if (sb) {
-        Staged ss = stage(w.scales, sb);
-        dev_->copy(*ss.buf, ss.offset, dw.scales, 0, sb);
-      }
-      spine_bytes_ += dw.data.bytes + dw.scales.bytes;
-      stats_.spine_bytes_on_device = spine_bytes_;
-      auto& slot = weights_[key] = dw;
-      return {slot.data.address, sb ? slot.scales.address : 0};
-    }
+  if (!dev_->try_make_buffer(db, false, dw.data)) return false;
+  if (sb && !dev_->try_make_buffer(sb, false, dw.scales)) {
     dev_->free_buffer(dw.data);
-    spine_full_ = true;  // the rest of the spine is staged per use
+    return false;
   }
+  Staged sd = stage(w.data, db);
+  dev_->copy(*sd.buf, sd.offset, dw.data, 0, db);
+  if (sb) {
+    Staged ss = stage(w.scales, sb);
+    dev_->copy(*ss.buf, ss.offset, dw.scales, 0, sb);
+  }
+  return true;
+}
+
+VulkanBackend::WeightAddresses VulkanBackend::staged_weight(const WeightView& w) {
+  const size_t db = data_bytes(w), sb = scale_bytes(w);
   stats_.weight_bytes_staged += db + sb;
   WeightAddresses a;
   a.data = stage(w.data, db).address;
   if (sb) a.scales = stage(w.scales, sb).address;
   return a;
+}
+
+// Its buffers are freed after the next submit: recorded commands may read them.
+void VulkanBackend::evict_oldest_expert() {
+  const uint64_t key = tier_lru_.back();
+  tier_lru_.pop_back();
+  auto it = tier_.find(key);
+  stats_.tier_bytes -= device_bytes(it->second.w.data) + device_bytes(it->second.w.scales);
+  retired_.push_back(it->second.w.data);
+  retired_.push_back(it->second.w.scales);
+  tier_.erase(it);
+  ++stats_.tier_evictions;
+}
+
+// A routed expert's tensor: from the tier, or into it (making room by
+// evicting the least recently used), or staged when it cannot fit.
+VulkanBackend::WeightAddresses VulkanBackend::tier_weight(const WeightView& w) {
+  auto it = tier_.find(w.key);
+  if (it != tier_.end()) {
+    ++stats_.tier_hits;
+    tier_lru_.splice(tier_lru_.begin(), tier_lru_, it->second.lru);
+    return {it->second.w.data.address, it->second.w.scales.buffer ? it->second.w.scales.address : 0};
+  }
+  ++stats_.tier_misses;
+  const uint64_t need = data_bytes(w) + scale_bytes(w);
+  if (spine_bytes_ + need > budget_) return staged_weight(w);
+  while (!tier_lru_.empty() && spine_bytes_ + stats_.tier_bytes + need > budget_) evict_oldest_expert();
+  TierEntry e;
+  if (!upload(w, e.w)) return staged_weight(w);
+  stats_.tier_bytes += device_bytes(e.w.data) + device_bytes(e.w.scales);
+  tier_lru_.push_front(w.key);
+  e.lru = tier_lru_.begin();
+  const WeightAddresses a{e.w.data.address, e.w.scales.buffer ? e.w.scales.address : 0};
+  tier_.emplace(w.key, e);
+  return a;
+}
+
+// A spine matrix is uploaded once (experts of the tier give way to it); a
+// view without a key inside run_experts, or a matrix past the device
+// budget, is staged for this use only. The first bytes' hash guards against
+// a host buffer freed and reused at the same address (a re-upload, never
+// stale weights).
+VulkanBackend::WeightAddresses VulkanBackend::weight(const WeightView& w) {
+  if (w.key != 0) return tier_weight(w);
+  const size_t db = data_bytes(w), sb = scale_bytes(w);
+  if (in_experts_ || spine_full_) return staged_weight(w);
+  const auto key = std::make_pair(w.data, w.scales);
+  const uint64_t check = head_hash(w.data, db) ^ (sb ? head_hash(w.scales, sb) * 31 : 0);
+  auto it = weights_.find(key);
+  if (it != weights_.end() && it->second.check == check && it->second.data.bytes >= db)
+    return {it->second.data.address, sb ? it->second.scales.address : 0};
+  if (it != weights_.end()) {
+    spine_bytes_ -= device_bytes(it->second.data) + device_bytes(it->second.scales);
+    retired_.push_back(it->second.data);
+    retired_.push_back(it->second.scales);
+    weights_.erase(it);
+  }
+  while (!tier_lru_.empty() && spine_bytes_ + stats_.tier_bytes + db + sb > budget_) evict_oldest_expert();
+  DeviceWeight dw;
+  dw.check = check;
+  if (spine_bytes_ + db + sb > budget_ || !upload(w, dw)) {
+    spine_full_ = true;  // the rest of the spine is staged per use
+    return staged_weight(w);
+  }
+  spine_bytes_ += device_bytes(dw.data) + device_bytes(dw.scales);
+  stats_.spine_bytes_on_device = spine_bytes_;
+  const DeviceWeight& slot = weights_[key] = dw;
+  return {slot.data.address, sb ? slot.scales.address : 0};
 }
 
 void VulkanBackend::dispatch(const char* shader, const void* push, size_t bytes, size_t groups, uint32_t z) {

@@ -4,16 +4,19 @@
 // into one command stream, in order, and submitted when the host needs a
 // value: read(), the stores into a session's caches, the KDA state.
 //
-// Placement: spine weights (every WeightView outside run_experts) are
-// uploaded once into device memory, keyed by their host pointers, while the
-// device has room (--gpu-memory caps it); past that, and for every routed
-// expert (run_experts), the bytes are staged per use into host-visible
-// memory the shaders read. Session state (K/V and latent caches, KDA state)
+// Placement, within the device memory budget (--device-memory): spine
+// weights (every view without a key) are uploaded once, keyed by their host
+// pointers; routed experts (views with a WeightView::key) fill a device
+// expert tier above the RAM cache as they are first used, least recently
+// used out first, giving way to the spine. What does not fit is staged per
+// use into host-visible memory the shaders read. Session state (K/V and latent caches, KDA state)
 // stays in host memory as the sessions own it: attention stages the cached
 // positions it reads, the stores write back.
 #pragma once
 
+#include <list>
 #include <map>
+#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -27,8 +30,11 @@ namespace deltafin {
 struct VulkanStats {
   uint64_t submits = 0, dispatches = 0;
   uint64_t spine_bytes_on_device = 0;  // uploaded once
-  uint64_t weight_bytes_staged = 0;    // experts and what did not fit, per use
+  uint64_t weight_bytes_staged = 0;    // what was read from RAM per use: experts the tier did not take, spine past the budget
   uint64_t state_bytes_staged = 0;     // caches and recurrent state read from the host
+  // The device expert tier: routed experts' tensors kept in device memory
+  // (keyed by WeightView::key), least recently used out first.
+  uint64_t tier_hits = 0, tier_misses = 0, tier_evictions = 0, tier_bytes = 0;
 };
 
 class VulkanBackend final : public Backend {
@@ -111,6 +117,10 @@ private:
   void read_back(const VkBuf& src, size_t src_offset, void* host, size_t bytes);
   void sync();  // submits what was recorded, waits, then lands the read-backs
   WeightAddresses weight(const WeightView& w);
+  WeightAddresses tier_weight(const WeightView& w);
+  WeightAddresses staged_weight(const WeightView& w);
+  bool upload(const WeightView& w, DeviceWeight& dw);  // false: no device memory for it
+  void evict_oldest_expert();
   const VkBuf& scratch(size_t bytes);
   void attention_scratch(size_t T, size_t H, size_t start);
   void dispatch(const char* shader, const void* push, size_t bytes, size_t groups, uint32_t z = 1);
@@ -142,6 +152,13 @@ private:
   };
   std::vector<ReadBack> read_backs_;
   std::map<std::pair<const void*, const void*>, DeviceWeight> weights_;
+  struct TierEntry {
+    DeviceWeight w;
+    std::list<uint64_t>::iterator lru;
+  };
+  std::unordered_map<uint64_t, TierEntry> tier_;
+  std::list<uint64_t> tier_lru_;   // front: the most recently used
+  std::vector<VkBuf> retired_;     // evicted; freed once the commands that may read them have run
   VkBuf tables_, scratch_;
   VkDeviceAddress dtab_ = 0, ftab_ = 0;
   bool in_experts_ = false, spine_full_ = false;

@@ -16,6 +16,11 @@ WeightView ExpertMlp::gate_view(const uint8_t* r) const { return view(*this, r, 
 WeightView ExpertMlp::up_view(const uint8_t* r) const { return view(*this, r, up, up_scales, mid, in); }
 WeightView ExpertMlp::down_view(const uint8_t* r) const { return view(*this, r, down, down_scales, out, mid); }
 
+// Layer in bits 40-63, expert in 8-39, the part + 1 in 0-7 (never 0).
+uint64_t expert_weight_key(int64_t layer, int64_t expert, int part) {
+  return (static_cast<uint64_t>(layer) << 40) | (static_cast<uint64_t>(expert) << 8) | static_cast<uint64_t>(part + 1);
+}
+
 RoutedExperts::RoutedExperts(Backend& backend, ExpertSource& source, ExpertMlp mlp, size_t num_experts)
     : be_(backend), source_(source), mlp_(mlp), num_experts_(num_experts), count_(num_experts, 0) {}
 
@@ -64,9 +69,14 @@ void RoutedExperts::plan(std::span<const Route> routes, size_t first) {
 void RoutedExperts::compute(const ReadyExpert& ready, const Act& in, Act& expert_out) {
   const size_t j = ready.index, b = begin_[j], m = begin_[j + 1] - b;
   Act x = be_.act(m, mlp_.in), h = be_.act(m, mlp_.mid), y = be_.act(m, mlp_.out);
+  const int64_t expert = needed_[j];
+  WeightView gate = mlp_.gate_view(ready.record), up = mlp_.up_view(ready.record), down = mlp_.down_view(ready.record);
+  gate.key = expert_weight_key(layer_, expert, 0);
+  up.key = expert_weight_key(layer_, expert, 1);
+  down.key = expert_weight_key(layer_, expert, 2);
   be_.gather(in, std::span(in_rows_).subspan(b, m), x);
-  be_.gated_matmul(mlp_.gate_view(ready.record), mlp_.up_view(ready.record), x, mlp_.fn, h);
-  be_.matmul(mlp_.down_view(ready.record), h, y);
+  be_.gated_matmul(gate, up, x, mlp_.fn, h);
+  be_.matmul(down, h, y);
   be_.scatter(y, std::span(out_rows_).subspan(b, m), expert_out);
 }
 
@@ -76,6 +86,7 @@ bool RoutedExperts::run(int64_t layer, const Act& in, size_t first, std::span<co
     fail("routed experts: rows [", in.rows(), ", ", in.width(), "] from ", first, " into [", out.rows(), ", ", out.width(),
          "] for ", routes.size(), " routes of an expert from ", mlp_.in, " to ", mlp_.out);
   if (routes.empty()) return true;
+  layer_ = layer;
   if (RouteObserver* o = source_.route_observer()) o->routes(layer, routes);
   plan(routes, first);
   const size_t k = routes[0].experts.size();

@@ -40,6 +40,11 @@ struct ExpertMlp {
   WeightView down_view(const uint8_t* record) const;
 };
 
+// WeightView::key of tensor `part` (0 gate, 1 up, 2 down) of a routed
+// expert: its bytes are the store's record of (layer, expert), which never
+// changes.
+uint64_t expert_weight_key(int64_t layer, int64_t expert, int part);
+
 class RoutedExperts {
 public:
   RoutedExperts(Backend& backend, ExpertSource& source, ExpertMlp mlp, size_t num_experts);
@@ -70,6 +75,7 @@ private:
   std::vector<size_t> begin_, rows_per_expert_, group_rows_;
   std::vector<uint32_t> in_rows_, out_rows_;
   std::vector<float> weights_;
+  int64_t layer_ = -1;  // of the call in progress (the weights' keys)
 };
 
 }  // namespace deltafin
