@@ -70,6 +70,7 @@ ModelSource model_source(const ModelArgs& a) {
   o.threads = a.threads;
   o.route_trace = a.route_trace;
   o.backend = a.backend;
+  if (o.backend.kind_from_env && o.backend.kind != backend_choice_from_env().kind) o.backend.kind_from_env = false;
   if (a.backend.kind != "vulkan" && (!a.backend.device.empty() && !std::getenv("DELTAFIN_DEVICE")))
     fail("--device names a Vulkan device: give --backend vulkan with it");
   if (!a.model.empty()) {

@@ -27,6 +27,7 @@ namespace {
 
 TEST(BackendChoice, AnUnknownBackendIsAnErrorNamingIt) {
   EXPECT_FAILS_WITH(make_backend(BackendChoice{"gpu", "", 0}, nullptr), "gpu", "cpu or vulkan");
+  EXPECT_FAILS_WITH(make_backend(BackendChoice{"gpu", "", 0, true}, nullptr), "DELTAFIN_BACKEND=gpu", "cpu or vulkan");
   EXPECT_EQ(std::string(make_backend(BackendChoice{}, nullptr)->name()), "cpu");
 }
 

@@ -19,16 +19,11 @@ void check_backend_kind(const std::string& kind) {
   if (kind != "cpu" && kind != "vulkan") fail("backend \"", kind, "\": expected cpu or vulkan");
 }
 
+// Read when the command line is set up, outside any error handler: the
+// value is checked by make_backend, whose error names the variable.
 BackendChoice backend_choice_from_env() {
   BackendChoice c;
-  if (const char* b = std::getenv("DELTAFIN_BACKEND"); b && *b) {
-    c.kind = b;
-    try {
-      check_backend_kind(c.kind);
-    } catch (const std::exception& e) {
-      fail("DELTAFIN_BACKEND: ", e.what());
-    }
-  }
+  if (const char* b = std::getenv("DELTAFIN_BACKEND"); b && *b) c.kind = b, c.kind_from_env = true;
   if (const char* d = std::getenv("DELTAFIN_DEVICE"); d) c.device = d;
   return c;
 }
@@ -36,6 +31,8 @@ BackendChoice backend_choice_from_env() {
 bool vulkan_backend_built() { return DELTAFIN_HAVE_VULKAN != 0; }
 
 std::unique_ptr<Backend> make_backend(const BackendChoice& choice, ThreadPool* pool) {
+  if (choice.kind_from_env && choice.kind != "cpu" && choice.kind != "vulkan")
+    fail("DELTAFIN_BACKEND=", choice.kind, ": expected cpu or vulkan");
   check_backend_kind(choice.kind);
   if (choice.kind == "cpu") return std::make_unique<CpuBackend>(pool);
 #if DELTAFIN_HAVE_VULKAN

@@ -15,7 +15,8 @@ namespace deltafin {
 struct BackendChoice {
   std::string kind = "cpu";  // "cpu" or "vulkan"
   std::string device;        // vulkan: an index or part of a name; "" the first GPU
-  double device_memory_gb = 0;  // vulkan: device memory the spine may take (0: 90 % of it)
+  double device_memory_gb = 0;  // vulkan: device memory the weights may take (0: 90 % of it)
+  bool kind_from_env = false;   // kind came from DELTAFIN_BACKEND (its error names it)
 };
 
 // The environment's choice (DELTAFIN_BACKEND, DELTAFIN_DEVICE), else the CPU.
