@@ -155,7 +155,6 @@ std::string describe_model(const ModelInfo& m) {
   std::ostringstream o;
   o << m.family << "; spine " << m.spine_format;
   if (!m.weight_exact()) o << " (NOT weight-exact: int8-row spine)";
-  if (!m.compute.empty()) o << "; computed by " << m.compute;
   if (!m.stream) {
     o << "; experts resident";
   } else {
@@ -173,6 +172,7 @@ std::string describe_model(const ModelInfo& m) {
       o << ")";
     }
   }
+  if (!m.compute.empty()) o << "; computed by " << m.compute;
   return o.str();
 }
 

@@ -20,8 +20,7 @@ void add_model_options(CLI::App* sub, ModelArgs& a) {
   sub->add_option("--backend", a.backend.kind,
                   "What computes: cpu, or vulkan (a GPU, or lavapipe on the CPU; `deltafin devices` lists them); the "
                   "same bits either way. Default: DELTAFIN_BACKEND, else cpu")
-      ->check(one_of({"cpu", "vulkan"}))
-      ->capture_default_str();
+      ->check(one_of({"cpu", "vulkan"}));
   sub->add_option("--device", a.backend.device,
                   "Vulkan: the device's index or part of its name (default: DELTAFIN_DEVICE, else the first GPU)");
   sub->add_option("--device-memory", a.backend.device_memory_gb,
