@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 
+#include "backend/select/make_backend.h"
 #include "engine/engine.h"
 #include "model/loaders/drafter_factory.h"
 #include "model/loaders/family_loaders.h"
@@ -99,6 +100,7 @@ LoadedModel& streamed_model(const std::string& family) {
     src.store = so.store;
     src.options.threads = 1;
     src.options.cache_gb = 0.0005;  // a few experts' worth: most routed experts are read
+    src.options.backend = backend_choice_from_env();  // DELTAFIN_BACKEND=vulkan: the Vulkan run of tests/CMakeLists.txt
     slot->m = load_model(src);
   }
   return *slot->m;

@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "backend/select/make_backend.h"
 #include "model/loaders/family_loaders.h"
 #include "model/kimi_k3/generator.h"
 #include "model/kimi_k3/presets.h"
@@ -64,7 +65,9 @@ inline LoadedModel& shared_family_model(const std::string& family, uint64_t seed
   if (!slot) {
     slot = std::make_unique<Slot>();
     generate_tiny_checkpoint(family, slot->dir.path() + "/ckpt", seed);
-    slot->m = load_resident(slot->dir.path() + "/ckpt", 1);
+    // DELTAFIN_BACKEND=vulkan runs every suite on these models on the Vulkan
+    // backend (tests/CMakeLists.txt runs some that way in CI).
+    slot->m = load_resident(slot->dir.path() + "/ckpt", 1, backend_choice_from_env());
   }
   return *slot->m;
 }
