@@ -153,6 +153,21 @@ TEST(VulkanBackend, ASpineBufferReusedWithOtherBytesIsUploadedAgain) {
   EXPECT_FALSE(same_bits(first, second));
 }
 
+// A product of more x rows than one dispatch holds (65,535 tiles of 8 rows)
+// runs in blocks of rows, with the CPU's bits.
+TEST(VulkanBackend, AProductPastOneDispatchRunsInBlocksOfRows) {
+  REQUIRE_DEVICE();
+  Rng rng(5);
+  CpuBackend cpu(nullptr);
+  VulkanBackend gpu(*device(), 0, nullptr);
+  const size_t T = 8 * 65535 + 3;
+  Expert w;
+  w.data = random_values(rng, 2 * 32);
+  const WeightView view{WeightType::F32, 2, 32, w.data.data(), nullptr};
+  const std::vector<float> x = random_values(rng, T * 32);
+  EXPECT_TRUE(same_bits(product(gpu, view, x, T), product(cpu, view, x, T)));
+}
+
 TEST(VulkanDevices, ADeviceNamedWrongIsAnErrorListingTheDevices) {
   REQUIRE_DEVICE();
   EXPECT_FAILS_WITH(choose_vulkan_device("no-such-gpu"), "no-such-gpu", "no device's name contains it",

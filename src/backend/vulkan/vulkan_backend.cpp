@@ -63,6 +63,7 @@ constexpr uint32_t kMaxGroups = 65535;
 // Attention's per-row scores live in one device buffer of at most this many
 // floats; a call whose rows would need more runs in slices of rows.
 constexpr size_t kScoreFloats = size_t{64} << 20;
+constexpr size_t kMaxMatmulRows = size_t{8} * kMaxGroups;  // matmul.comp: 8 x rows per tile, tiles in z
 constexpr size_t kMaxRopeHead = 512, kMaxKdaHead = 256, kMaxMixValues = 256;
 
 void check_shape(const Act& a, size_t rows, size_t width, const char* op, const char* what) {
@@ -470,6 +471,16 @@ void VulkanBackend::matmul(const WeightView& w, const Act& x, Act& y) {
   check_shape(y, x.rows(), w.rows, "matmul", "y");
   check_weight(w);
   if (x.rows() == 0 || w.rows == 0) return;
+  if (x.rows() > kMaxMatmulRows) {  // past the dispatch's 65,535 tiles of 8 rows: in blocks of rows
+    for (size_t r0 = 0; r0 < x.rows(); r0 += kMaxMatmulRows) {
+      const size_t n = std::min(kMaxMatmulRows, x.rows() - r0);
+      Act xs = act(n, w.cols), ys = act(n, w.rows);
+      copy_rows(x, r0, xs);
+      matmul(w, xs, ys);
+      place_rows(ys, r0, y);
+    }
+    return;
+  }
   u32(w.rows * w.cols, "a matrix's elements");
   u32(x.size(), "x's elements");
   u32(y.size(), "y's elements");
