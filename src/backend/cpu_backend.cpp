@@ -1,5 +1,7 @@
 #include "backend/cpu_backend.h"
 
+#include "backend/act_size_class.h"
+
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -35,16 +37,6 @@ void rope_head(float* x, const float* cos_p, const float* sin_p, size_t half) {
 
 namespace {
 
-// Slots come in size classes an eighth of a power of two apart (at most
-// 12.5 % over what is asked): an acquire takes a free slot of its class and
-// never resizes one, so a pass of a shape that ran before finds every
-// buffer it needs, whatever order its buffers are taken and given back in.
-size_t size_class(size_t floats) {
-  if (floats <= 64) return 64;
-  const size_t step = std::bit_floor(floats) / 8;
-  return (floats + step - 1) / step * step;
-}
-
 // This thread's number, for its own free lists (threads are few: the pool's
 // and the callers').
 size_t thread_number() {
@@ -61,7 +53,7 @@ size_t thread_number() {
 // threads traded their buffers every layer, and each trade moved the
 // buffers' cache lines between cores.
 Backend::Slot CpuBackend::acquire(size_t floats) {
-  const size_t cls = size_class(floats), me = thread_number();
+  const size_t cls = act_size_class(floats), me = thread_number();
   std::lock_guard<std::mutex> lock(mutex_);
   if (free_.size() <= me) free_.resize(me + 1);
   std::vector<uint32_t>* free = &free_[me][cls];

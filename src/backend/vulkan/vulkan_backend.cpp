@@ -1,5 +1,7 @@
 #include "backend/vulkan/vulkan_backend.h"
 
+#include "backend/act_size_class.h"
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -76,12 +78,6 @@ uint32_t u32(size_t v, const char* what) {
   return static_cast<uint32_t>(v);
 }
 
-size_t size_class(size_t floats) {
-  if (floats <= 64) return 64;
-  const size_t step = std::bit_floor(floats) / 8;
-  return (floats + step - 1) / step * step;
-}
-
 size_t data_bytes(const WeightView& w) {
   const size_t n = w.rows * w.cols;
   switch (w.type) {
@@ -153,7 +149,7 @@ VulkanBackend::~VulkanBackend() {
 // Buffers
 
 Backend::Slot VulkanBackend::acquire(size_t floats) {
-  const size_t cls = size_class(floats);
+  const size_t cls = act_size_class(floats);
   std::lock_guard<std::mutex> lock(pool_mutex_);
   auto& free = free_[cls];
   uint32_t index;
